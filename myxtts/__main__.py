@@ -1,0 +1,3 @@
+from myxtts.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""Audio front end: load (soundfile), down-mix, resample (soxr), trim, loudness, log-mel (torch).
+
+The mel transform is a torch module so the very same code runs on a CPU at prepare time, batched
+on the GPU in on-the-fly mode, and inside the vocoder's mel loss. Frame convention (HiFi-GAN's):
+the waveform is reflect-padded by (n_fft - hop) / 2 on each side and framed without centring, so
+a clip of S samples gives exactly S // hop frames and a vocoder maps T frames back to T * hop
+samples.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+import torch
+
+from myxtts.config import AudioConfig
+
+LOG_FLOOR = 1e-5  # clamp before log: log(1e-5) = -11.5 is the mel value of digital silence
+
+
+class AudioError(Exception):
+    """An audio file could not be used; the message is the reason shown to the user."""
+
+
+def load_audio(path: str | Path, sample_rate: int) -> np.ndarray:
+    """Read any soundfile-supported file → mono float32 at ``sample_rate``, shape (S,)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError("audio file not found")
+    if path.stat().st_size == 0:
+        raise AudioError("audio file is empty (0 bytes)")
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (S, C)
+    except (sf.LibsndfileError, RuntimeError, ValueError) as e:
+        raise AudioError(f"unreadable audio ({str(e).strip() or type(e).__name__})") from None
+    if data.shape[0] == 0:
+        raise AudioError("audio has no samples")
+    wav = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if sr != sample_rate:
+        wav = soxr.resample(wav, sr, sample_rate, quality="HQ")
+    if not np.all(np.isfinite(wav)):
+        raise AudioError("audio contains NaN or infinite samples")
+    return np.ascontiguousarray(wav, dtype=np.float32)
+
+
+def trim_silence(wav: np.ndarray, top_db: float, frame: int = 1024, hop: int = 256) -> np.ndarray:
+    """Cut leading/trailing frames quieter than ``top_db`` below the loudest frame."""
+    if wav.size < frame:
+        return wav
+    n = 1 + (wav.size - frame) // hop
+    idx = np.arange(frame)[None, :] + hop * np.arange(n)[:, None]
+    rms = np.sqrt(np.mean(wav[idx] ** 2, axis=1) + 1e-12)  # (n,)
+    db = 20 * np.log10(rms / max(rms.max(), 1e-12))
+    loud = np.flatnonzero(db > -top_db)
+    if loud.size == 0:
+        return wav[:0]
+    start, end = loud[0] * hop, min(wav.size, loud[-1] * hop + frame)
+    return wav[start:end]
+
+
+def normalize_loudness(wav: np.ndarray, target_dbfs: float) -> np.ndarray:
+    """Scale to an RMS of ``target_dbfs``, backing off so the peak stays below full scale."""
+    rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
+    if rms < 1e-8:
+        return wav
+    gain = 10 ** (target_dbfs / 20) / rms
+    peak = float(np.abs(wav).max()) * gain
+    if peak > 0.999:
+        gain *= 0.999 / peak
+    return (wav * gain).astype(np.float32)
+
+
+def preprocess(wav: np.ndarray, cfg: AudioConfig) -> np.ndarray:
+    """The per-clip conditioning applied at prepare time (and to reference clips at inference)."""
+    if cfg.trim_silence:
+        wav = trim_silence(wav, cfg.trim_db)
+    if cfg.normalize_loudness:
+        wav = normalize_loudness(wav, cfg.target_dbfs)
+    # Cut to a whole number of hops so mel frames and waveform samples line up exactly.
+    return wav[: (wav.size // cfg.hop_length) * cfg.hop_length]
+
+
+@lru_cache(maxsize=8)
+def _mel_basis(sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> np.ndarray:
+    import librosa.filters  # imported lazily: the filterbank is built once per setting
+
+    return librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or None)
+
+
+class MelSpectrogram(torch.nn.Module):
+    """(B, S) waveform in [-1, 1] → (B, T, n_mels) natural-log mel, T = S // hop."""
+
+    def __init__(self, cfg: AudioConfig):
+        super().__init__()
+        self.n_fft, self.hop, self.win = cfg.n_fft, cfg.hop_length, cfg.win_length
+        basis = _mel_basis(cfg.sample_rate, cfg.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)
+        self.register_buffer("basis", torch.from_numpy(basis).float(), persistent=False)  # (M, F)
+        self.register_buffer("window", torch.hann_window(cfg.win_length), persistent=False)
+
+    def magnitude(self, wav: torch.Tensor) -> torch.Tensor:
+        pad = (self.n_fft - self.hop) // 2
+        x = torch.nn.functional.pad(wav.float().unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
+        spec = torch.stft(x, self.n_fft, self.hop, self.win, self.window, center=False,
+                          return_complex=True)  # (B, F, T)
+        return spec.abs()
+
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        mag = self.magnitude(wav)  # (B, F, T)
+        mel = torch.matmul(self.basis, mag)  # (B, M, T)
+        return torch.log(torch.clamp(mel, min=LOG_FLOOR)).transpose(1, 2)  # (B, T, M)
+
+
+def mel_spectrogram(wav: np.ndarray, cfg: AudioConfig) -> np.ndarray:
+    """One clip (S,) → (S // hop, n_mels) float32 log-mel, on the CPU."""
+    with torch.no_grad():
+        return _module(cfg)(torch.from_numpy(wav)[None])[0].numpy()
+
+
+@lru_cache(maxsize=4)
+def _module_cached(key) -> MelSpectrogram:
+    return MelSpectrogram(AudioConfig(**dict(key)))
+
+
+def _module(cfg: AudioConfig) -> MelSpectrogram:
+    return _module_cached(tuple(sorted(vars(cfg).items())))
+
+
+def griffin_lim(mel: torch.Tensor, cfg: AudioConfig, n_iter: int = 60) -> torch.Tensor:
+    """(T, n_mels) log-mel → (T * hop,) waveform. A fallback only: audibly lower quality
+    (phasey, metallic) than a trained vocoder."""
+    mel = mel.float()
+    basis = _module(cfg).basis.to(mel.device)  # (M, F)
+    mag = torch.linalg.lstsq(basis, torch.exp(mel).T).solution.clamp(min=0.0)  # (F, T)
+    mag = mag ** 1.2  # mild sharpening, as in Tacotron's Griffin-Lim
+    window = torch.hann_window(cfg.win_length, device=mel.device)
+    gen = torch.Generator(device="cpu").manual_seed(0)  # deterministic phase start
+    angles = torch.exp(2j * torch.pi * torch.rand(mag.shape, generator=gen)).to(mel.device)
+    length = mel.shape[0] * cfg.hop_length
+    for _ in range(n_iter):
+        wav = torch.istft(mag * angles, cfg.n_fft, cfg.hop_length, cfg.win_length, window,
+                          center=True, length=length)
+        spec = torch.stft(wav, cfg.n_fft, cfg.hop_length, cfg.win_length, window, center=True,
+                          return_complex=True)[:, : mag.shape[1]]
+        angles = torch.exp(1j * torch.angle(spec))
+    wav = torch.istft(mag * angles, cfg.n_fft, cfg.hop_length, cfg.win_length, window,
+                      center=True, length=length)
+    return wav / wav.abs().max().clamp(min=1e-4) * 0.9
+
+
+def save_wav(path: str | Path, wav, sample_rate: int) -> None:
+    """Write a mono float waveform as 16-bit PCM WAV."""
+    if isinstance(wav, torch.Tensor):
+        wav = wav.detach().float().cpu().numpy()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")

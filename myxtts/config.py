@@ -1,0 +1,272 @@
+"""Typed configuration: dataclasses, YAML load/save, dotted ``key=value`` overrides, validation.
+
+Every field here is read by some part of the system; a field nobody reads is a defect. Errors
+name the offending key, say what was expected, and suggest the closest valid name for typos.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names the key."""
+
+
+def _f(default, *, lo=None, hi=None, choices=None, help=""):
+    """A dataclass field with validation metadata (inclusive range, allowed choices)."""
+    meta = {"lo": lo, "hi": hi, "choices": choices, "help": help}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class AudioConfig:
+    sample_rate: int = _f(22050, lo=8000, hi=96000, help="rate every clip is resampled to")
+    n_mels: int = _f(80, lo=8, hi=256)
+    n_fft: int = _f(1024, lo=64, hi=8192)
+    hop_length: int = _f(256, lo=16, hi=4096)
+    win_length: int = _f(1024, lo=16, hi=8192)
+    fmin: float = _f(0.0, lo=0.0)
+    fmax: float = _f(8000.0, lo=0.0, help="upper mel edge in Hz; 0 means sample_rate / 2")
+    trim_silence: bool = _f(True, help="cut leading/trailing silence quieter than trim_db")
+    trim_db: float = _f(40.0, lo=5.0, hi=120.0, help="dB below the clip's peak counted as silence")
+    normalize_loudness: bool = _f(False, help="scale each clip to target_dbfs RMS")
+    target_dbfs: float = _f(-24.0, lo=-60.0, hi=0.0)
+
+
+@dataclass
+class TextConfig:
+    mode: str = _f("characters", choices=["characters", "phonemes"])
+    language: str = _f("en-us", help="espeak-ng language for phoneme mode")
+    lowercase: bool = _f(True)
+    expand_numbers: bool = _f(True, help="spell out numbers, ordinals, currency, abbreviations")
+
+
+@dataclass
+class DataConfig:
+    min_seconds: float = _f(0.3, lo=0.0, help="shorter clips are skipped at prepare time")
+    max_seconds: float = _f(20.0, lo=0.1, help="longer clips are skipped at prepare time")
+    store_wav: bool = _f(True, help="keep int16 waveforms in the cache (vocoder training)")
+    val_fraction: float = _f(0.05, lo=0.0, hi=0.5, help="share held out for validation")
+    val_max: int = _f(100, lo=0, help="cap on held-out utterances")
+    frame_budget: int = _f(12000, lo=64, help="padded mel frames per batch")
+    budget_mode: str = _f("linear", choices=["linear", "quadratic"])
+    max_batch_size: int = _f(64, lo=1)
+    pad_multiple: int = _f(64, lo=1, hi=1024, help="bucket lengths are multiples of this")
+    max_buckets: int = _f(8, lo=1, hi=64, help="mel-length buckets (shapes = buckets x sizes)")
+    ref_seconds: float = _f(3.0, lo=1.0, hi=10.0, help="reference clip for voice cloning")
+    num_workers: int = _f(2, lo=0, hi=256)
+    prefetch_factor: int = _f(4, lo=1, hi=64)
+    pin_memory: bool = _f(True)
+    on_the_fly: bool = _f(False, help="read raw audio and compute mels on the device")
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = _f(256, lo=16)
+    n_heads: int = _f(4, lo=1)
+    text_layers: int = _f(4, lo=1)
+    decoder_layers: int = _f(6, lo=1)
+    ff_mult: int = _f(4, lo=1, hi=16)
+    dropout: float = _f(0.1, lo=0.0, hi=0.9)
+    ref_channels: int = _f(256, lo=8, help="reference encoder conv width")
+    n_latents: int = _f(32, lo=1, hi=256, help="perceiver resampler latents")
+    prenet_dim: int = _f(256, lo=8)
+    prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
+    reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")
+    postnet_channels: int = _f(256, lo=8)
+    postnet_layers: int = _f(5, lo=1)
+    stop_pos_weight: float = _f(8.0, lo=0.0)
+    guided_attn_sigma: float = _f(0.2, lo=0.01, hi=1.0)
+    guided_attn_weight: float = _f(1.0, lo=0.0)
+    max_decoder_steps: int = _f(1000, lo=1, help="inference cap, in decoder steps")
+    stop_threshold: float = _f(0.5, lo=0.0, hi=1.0)
+
+
+@dataclass
+class VocoderConfig:
+    preset: str = _f("small", choices=["v1", "small"], help="HiFi-GAN generator size")
+    segment_frames: int = _f(32, lo=8, help="mel frames per training segment")
+    lr: float = _f(2e-4, lo=0.0)
+    mel_loss_weight: float = _f(45.0, lo=0.0)
+    fm_loss_weight: float = _f(2.0, lo=0.0)
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = _f(10000, lo=1)
+    lr: float = _f(1e-3, lo=0.0)
+    schedule: str = _f("cosine", choices=["cosine", "noam", "constant"])
+    warmup_steps: int = _f(500, lo=0)
+    min_lr_ratio: float = _f(0.05, lo=0.0, hi=1.0)
+    weight_decay: float = _f(0.01, lo=0.0)
+    grad_clip: float = _f(1.0, lo=0.0, help="0 disables clipping")
+    grad_accum: int = _f(1, lo=1, hi=1024)
+    precision: str = _f("auto", choices=["auto", "fp32", "bf16", "fp16"])
+    compile: str = _f("default", choices=["off", "default", "max-autotune", "cudagraphs"])
+    seed: int = _f(1234)
+    deterministic: bool = _f(False)
+    log_every: int = _f(50, lo=1)
+    checkpoint_every: int = _f(1000, lo=1)
+    keep_last: int = _f(3, lo=1)
+    val_every: int = _f(1000, lo=1)
+    sample_every: int = _f(5000, lo=1)
+    max_nonfinite: int = _f(20, lo=1, help="consecutive skipped steps before giving up")
+
+
+@dataclass
+class Config:
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    text: TextConfig = field(default_factory=TextConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    vocoder: VocoderConfig = field(default_factory=VocoderConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+# --------------------------------------------------------------------------------- building
+
+def _closest(name: str, options) -> str:
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _coerce(value: Any, typ, key: str):
+    """Check (and gently convert) ``value`` to ``typ``; raise ConfigError naming ``key``."""
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on", "false", "no", "0", "off"):
+            return value.lower() in ("true", "yes", "1", "on")
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or (
+                isinstance(value, str) and not value.strip().lstrip("-").isdigit()):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return int(value)
+    if typ is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if typ is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(f"{key}: unsupported type {typ}")  # pragma: no cover - schema bug
+
+
+def _check_range(value, meta: dict, key: str):
+    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}"
+                          + _closest(str(value), choices))
+    if lo is not None and value < lo:
+        raise ConfigError(f"{key}: {value} is below the minimum {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{key}: {value} is above the maximum {hi}")
+
+
+def _build(cls, data: dict, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(f"unknown setting '{full}'" + _closest(key, names))
+        typ = hints[key]
+        if dataclasses.is_dataclass(typ):
+            kwargs[key] = _build(typ, value or {}, full + ".")
+        else:
+            v = _coerce(value, typ, full)
+            _check_range(v, names[key].metadata, full)
+            kwargs[key] = v
+    return cls(**kwargs)
+
+
+def _validate_cross(cfg: Config) -> None:
+    a, d, m = cfg.audio, cfg.data, cfg.model
+    if a.win_length > a.n_fft:
+        raise ConfigError(f"audio.win_length ({a.win_length}) must not exceed audio.n_fft ({a.n_fft})")
+    if a.fmax and a.fmax > a.sample_rate / 2:
+        raise ConfigError(f"audio.fmax ({a.fmax}) is above the Nyquist frequency {a.sample_rate / 2}")
+    if d.min_seconds >= d.max_seconds:
+        raise ConfigError("data.min_seconds must be below data.max_seconds")
+    if m.d_model % m.n_heads:
+        raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})")
+    if d.pad_multiple % m.reduction:
+        raise ConfigError(f"data.pad_multiple ({d.pad_multiple}) must be a multiple of "
+                          f"model.reduction ({m.reduction})")
+
+
+def from_dict(data: dict) -> Config:
+    cfg = _build(Config, data or {}, "")
+    _validate_cross(cfg)
+    return cfg
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' is not of the form section.key=value")
+    key, raw = item.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``section.key=value`` strings to a nested dict (values parsed as YAML scalars)."""
+    for item in overrides or []:
+        path, value = parse_override(item)
+        node, schema = data, Config
+        for i, part in enumerate(path):
+            fields_ = {f.name: f for f in dataclasses.fields(schema)}
+            if part not in fields_:
+                where = ".".join(path[:i]) or "config"
+                raise ConfigError(f"unknown setting '{'.'.join(path)}' in {where}"
+                                  + _closest(part, fields_))
+            if i == len(path) - 1:
+                if dataclasses.is_dataclass(typing.get_type_hints(schema)[part]):
+                    raise ConfigError(f"'{'.'.join(path)}' is a section; set one of its keys")
+                node[part] = value
+            else:
+                schema = typing.get_type_hints(schema)[part]
+                if not dataclasses.is_dataclass(schema):
+                    raise ConfigError(f"'{'.'.join(path[:i + 1])}' is not a section")
+                node = node.setdefault(part, {})
+    return data
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML file (or the defaults when ``path`` is None) and apply overrides."""
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            preset = Path(__file__).resolve().parent.parent / "configs" / f"{path}.yaml"
+            if preset.is_file():
+                p = preset
+            else:
+                raise ConfigError(f"config file not found: {path}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return from_dict(apply_overrides(data, overrides or []))
