@@ -19,6 +19,7 @@ import torch
 from myxtts.config import AudioConfig
 
 LOG_FLOOR = 1e-5  # clamp before log: log(1e-5) = -11.5 is the mel value of digital silence
+SILENCE_RMS = 10 ** (-60 / 20)  # a clip whose loudest frame is below -60 dBFS counts as silent
 
 
 class AudioError(Exception):
@@ -53,7 +54,9 @@ def trim_silence(wav: np.ndarray, top_db: float, frame: int = 1024, hop: int = 2
     n = 1 + (wav.size - frame) // hop
     idx = np.arange(frame)[None, :] + hop * np.arange(n)[:, None]
     rms = np.sqrt(np.mean(wav[idx] ** 2, axis=1) + 1e-12)  # (n,)
-    db = 20 * np.log10(rms / max(rms.max(), 1e-12))
+    if rms.max() < SILENCE_RMS:  # nothing but noise floor: relative thresholds would keep it all
+        return wav[:0]
+    db = 20 * np.log10(rms / rms.max())
     loud = np.flatnonzero(db > -top_db)
     if loud.size == 0:
         return wav[:0]

@@ -14,6 +14,7 @@ from myxtts.errors import UserError
 COMMANDS = [
     "myxtts.data.prepare",
     "myxtts.data.cache",
+    "myxtts.observe.monitor",
 ]
 
 

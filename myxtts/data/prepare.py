@@ -1,0 +1,306 @@
+"""`myxtts prepare`: compute every feature exactly once into a packed, memory-mapped cache.
+
+Work is split into fixed chunks of the corpus (in metadata order); chunk j becomes shard j.
+Each shard is written atomically, so a run killed at any moment leaves only whole shards behind
+and a rerun does only the missing ones. ``--shard I/N`` makes this process do the chunks with
+j % N == I, so N machines sharing a folder can prepare one corpus; whichever finishes the last
+shard (or a plain rerun) merges the shard indices into the cache index. Bad inputs never stop
+the run: each is listed in ``report.json`` with its reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from myxtts import audio
+from myxtts.config import Config, from_dict, load
+from myxtts.data.cache import FORMAT_VERSION, settings_diff, settings_of, write_json, write_shard
+from myxtts.data.manifest import FORMATS, Problem, read_corpus
+from myxtts.errors import UserError
+from myxtts.text import EOS_ID, TextProcessor, Vocabulary
+
+DEFAULT_CHUNK = 256
+
+
+def _process(job: tuple) -> tuple:
+    """One utterance: decode → mono → resample → trim → mel. Runs in a worker process."""
+    path, cfg_audio, cfg_data = job
+    try:
+        wav = audio.load_audio(path, cfg_audio.sample_rate)
+    except audio.AudioError as e:
+        return ("skip", str(e))
+    wav = audio.preprocess(wav, cfg_audio)
+    seconds = wav.size / cfg_audio.sample_rate
+    if wav.size == 0:
+        return ("skip", "silent: nothing above the trim threshold")
+    if seconds < cfg_data.min_seconds:
+        return ("skip", f"too short: {seconds:.2f} s < data.min_seconds={cfg_data.min_seconds}")
+    if seconds > cfg_data.max_seconds:
+        return ("skip", f"too long: {seconds:.2f} s > data.max_seconds={cfg_data.max_seconds}")
+    mel = audio.mel_spectrogram(wav, cfg_audio).astype(np.float16)  # (T, n_mels)
+    pcm = np.clip(np.round(wav * 32767.0), -32768, 32767).astype(np.int16) if cfg_data.store_wav else None
+    return ("ok", mel, pcm)
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
+
+
+def _text_pass(utts, tp: TextProcessor):
+    """Normalise all text first: the vocabulary must exist before any shard stores token ids."""
+    kept, problems, unknown = [], [], Counter()
+    for u in utts:
+        syms, bad = tp.symbols(u.text)
+        unknown.update(bad)
+        if not syms:
+            why = "empty text" if not u.text.strip() else \
+                f"no usable characters in text (unknown: {''.join(sorted(set(bad)))!r})"
+            problems.append(Problem(u.id, why))
+        else:
+            kept.append((u, syms))
+    vocab = Vocabulary.build(Counter(s for _, syms in kept for s in syms))
+    return kept, problems, unknown, vocab
+
+
+def _split(ids: list[str], root: Path, cfg: Config) -> np.ndarray:
+    """1 for held-out utterances: those listed in the corpus's val.txt, else a stable hash pick."""
+    listed = root / "val.txt"
+    if listed.is_file():
+        val_ids = {line.strip() for line in listed.read_text().splitlines() if line.strip()}
+    else:
+        n_val = min(cfg.data.val_max, int(round(len(ids) * cfg.data.val_fraction)))
+        ranked = sorted(ids, key=lambda i: hashlib.sha1(i.encode()).hexdigest())
+        val_ids = set(ranked[:n_val]) if len(ids) > 1 else set()
+    return np.array([1 if i in val_ids else 0 for i in ids], dtype=np.int64)
+
+
+def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
+            metadata: str | Path | None = None, wav_dir: str | Path | None = None,
+            workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
+            progress: bool = True) -> dict | None:
+    """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending."""
+    t0 = time.perf_counter()
+    root, out = Path(data).resolve(), Path(out)
+    utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
+    kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text))
+    problems += text_problems
+    chunks = [kept[i:i + chunk_size] for i in range(0, len(kept), chunk_size)]
+    source = {"root": str(root), "format": fmt,
+              "metadata": str(Path(metadata).resolve()) if metadata else None,
+              "wav_dir": str(Path(wav_dir).resolve()) if wav_dir else None}
+    plan = {"format_version": FORMAT_VERSION, "settings": settings_of(cfg), "config": cfg.to_dict(),
+            "source": source, "chunk_size": chunk_size, "vocab": vocab.symbols,
+            "corpus": hashlib.sha256("\n".join(f"{u.id}|{u.audio}|{u.speaker}|{''.join(s)}"
+                                               for u, s in kept).encode()).hexdigest()}
+    _check_plan(out, plan)
+    (out / "shards").mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(out / "shards")
+
+    index, n = shard
+    todo = [j for j in range(len(chunks)) if j % n == index
+            and not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+    if todo:  # the cache is incomplete until the merge below writes meta.json again
+        (out / "meta.json").unlink(missing_ok=True)
+    computed = _compute(out, chunks, todo, cfg, vocab, root, workers, progress)
+    missing = [j for j in range(len(chunks)) if not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+    if missing:
+        print(f"shard {index}/{n} done; {len(missing)} chunk(s) belong to other shards. Run the same "
+              "command without --shard once they finish to merge.", file=sys.stderr)
+        return None
+    elapsed = time.perf_counter() - t0
+    return _merge(out, plan, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
+
+
+def _check_plan(out: Path, plan: dict) -> None:
+    path = out / "plan.json"
+    if not path.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(path, plan)
+        return
+    old = json.loads(path.read_text())
+    diff = settings_diff(old.get("settings", {}), plan["settings"])
+    if diff:
+        raise UserError(f"{out} holds a cache prepared with other settings:\n  " + "\n  ".join(diff)
+                        + f"\nuse another --out, or delete {out} to start over")
+    for key, what in (("corpus", "the corpus changed"), ("chunk_size", "the chunk size changed"),
+                      ("vocab", "the vocabulary changed"), ("source", "the source corpus changed")):
+        if old.get(key) != plan[key]:
+            raise UserError(f"{out}: {what} since this cache was started; use another --out, "
+                            f"or delete {out} to start over")
+
+
+def _remove_stale_temps(shards: Path) -> None:
+    for p in shards.glob("tmp.*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
+    """Decode and featurise the chunks in ``todo``; returns audio seconds done and wall time."""
+    from tqdm import tqdm
+
+    total = sum(len(chunks[j]) for j in todo)
+    stats = {"utterances": total, "audio_seconds": 0.0, "seconds": 0.0}
+    if not todo:
+        return stats
+    t0 = time.perf_counter()
+    pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker) if workers > 1 else None
+    bar = tqdm(total=total, desc="prepare", unit="utt", disable=not progress, file=sys.stderr)
+    try:
+        for j in todo:
+            jobs = [(str((root / u.audio) if not Path(u.audio).is_absolute() else Path(u.audio)),
+                     cfg.audio, cfg.data) for u, _ in chunks[j]]
+            results = pool.imap(_process, jobs, chunksize=4) if pool else map(_process, jobs)
+            entries, mels, toks, wavs, skipped = [], [], [], [] if cfg.data.store_wav else None, []
+            offs = [0, 0, 0]
+            for (u, syms), res in zip(chunks[j], results):
+                bar.update(1)
+                if res[0] == "skip":
+                    skipped.append({"id": u.id, "reason": res[1]})
+                    continue
+                mel, pcm = res[1], res[2]
+                ids = np.array([vocab.index[s] for s in syms] + [EOS_ID], dtype=np.int16)
+                entries.append({"id": u.id, "text": u.text, "speaker": u.speaker, "audio": u.audio,
+                                "mel_offset": offs[0], "n_frames": int(mel.shape[0]),
+                                "tok_offset": offs[1], "n_tokens": int(ids.size),
+                                "wav_offset": offs[2], "n_samples": int(pcm.size) if pcm is not None else 0})
+                offs[0] += mel.shape[0]
+                offs[1] += ids.size
+                mels.append(mel)
+                toks.append(ids)
+                if wavs is not None:
+                    wavs.append(pcm)
+                    offs[2] += pcm.size
+                stats["audio_seconds"] += mel.shape[0] * cfg.audio.hop_length / cfg.audio.sample_rate
+            # Skips travel inside the shard so a merge on another machine still reports them.
+            write_shard(out / "shards" / f"{j:05d}", entries, mels, toks, wavs,
+                        extra={"skipped": skipped})
+    finally:
+        bar.close()
+        if pool:
+            pool.terminate()
+    stats["seconds"] = time.perf_counter() - t0
+    return stats
+
+
+def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, problems, unknown,
+           computed: dict, elapsed: float, workers: int) -> dict:
+    """Join the shard indices into one cache index; write report.json, then meta.json last."""
+    cols = {k: [] for k in ("id", "text", "audio", "speaker_name", "shard", "mel_offset", "n_frames",
+                            "tok_offset", "n_tokens", "wav_offset", "n_samples")}
+    skipped = [{"id": p.id, "reason": p.reason} for p in problems]
+    names = [f"{j:05d}" for j in range(n_chunks)]
+    for j, name in enumerate(names):
+        info = json.loads((out / "shards" / name / "shard.json").read_text())
+        skipped += info.get("skipped", [])
+        for e in info["entries"]:
+            cols["shard"].append(j)
+            cols["speaker_name"].append(e["speaker"])
+            for k in ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens",
+                      "wav_offset", "n_samples"):
+                cols[k].append(e[k])
+    speakers = sorted(set(cols["speaker_name"]))
+    spk_index = {s: i for i, s in enumerate(speakers)}
+    cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
+    cols["val"] = _split(cols["id"], root, cfg).tolist()
+    write_json(out / "index.json", cols)
+
+    hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
+    report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
+              "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
+              "skipped": skipped, "unknown_characters": dict(sorted(unknown.items())),
+              "vocabulary_size": len(plan["vocab"]), "shards": n_chunks, "format": plan["source"]["format"]}
+    if computed["utterances"]:
+        per_worker = computed["audio_seconds"] / max(computed["seconds"], 1e-9) / max(workers, 1)
+        report["timing"] = {"wall_seconds": round(elapsed, 3), "workers": workers,
+                            "utterances_computed": computed["utterances"],
+                            "audio_seconds_per_second_per_worker": round(per_worker, 2)}
+    write_json(out / "report.json", report)
+    meta = {k: plan[k] for k in ("format_version", "settings", "config", "source", "vocab")}
+    meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
+    write_json(out / "meta.json", meta)
+    return report
+
+
+def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
+    """Delete the broken shards (or all derived files) and prepare again from the source corpus."""
+    plan_path = cache / "plan.json"
+    if not plan_path.is_file():
+        raise UserError(f"{cache}: no plan.json; cannot tell how this cache was made. Prepare it again")
+    plan = json.loads(plan_path.read_text())
+    for name in broken:
+        if (cache / "shards" / name).is_dir():
+            shutil.rmtree(cache / "shards" / name)
+    (cache / "meta.json").unlink(missing_ok=True)
+    src = plan["source"]
+    return prepare(src["root"], cache, from_dict(plan["config"]), src["format"], src["metadata"],
+                   src["wav_dir"], workers=workers, chunk_size=plan["chunk_size"])
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UserError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise UserError(f"--shard {text!r}: need 0 <= I < N (shards are numbered from 0)")
+    return i, n
+
+
+def print_report(report: dict, out: Path) -> None:
+    print(f"prepared {report['utterances']} utterances ({report['audio_hours'] * 60:.1f} min of audio, "
+          f"{report['speakers']} speaker(s), {report['val_utterances']} held out) into {out}")
+    if "timing" in report:
+        t = report["timing"]
+        print(f"  {t['audio_seconds_per_second_per_worker']} audio-seconds/s per worker, "
+              f"{t['workers']} worker(s), {t['wall_seconds']} s")
+    if report["unknown_characters"]:
+        print("  unknown characters dropped: " + " ".join(
+            f"{c!r}x{n}" for c, n in report["unknown_characters"].items()))
+    if report["skipped"]:
+        print(f"  skipped {len(report['skipped'])}:")
+        for s in report["skipped"][:20]:
+            print(f"    {s['id']}: {s['reason']}")
+        if len(report["skipped"]) > 20:
+            print(f"    ... and {len(report['skipped']) - 20} more in {out / 'report.json'}")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("prepare", help="compute features once into a packed cache")
+    p.add_argument("data", help="corpus folder (LJSpeech, multi-speaker, VCTK-style or CSV)")
+    p.add_argument("--out", required=True, help="cache directory to write (resumable)")
+    p.add_argument("--format", default="auto", choices=FORMATS)
+    p.add_argument("--metadata", help="metadata file, if not DATA/metadata.csv")
+    p.add_argument("--wavs", help="audio folder, if not DATA/wavs")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--shard", default="0/1", help="I/N: do this machine's part of N (0-based)")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help="utterances per shard")
+    p.add_argument("--config", help="YAML config or preset name (audio/text/data settings)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. audio.sample_rate=16000")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    cfg = load(args.config, args.overrides)
+    if args.workers < 1 or args.chunk_size < 1:
+        raise UserError("--workers and --chunk-size must be at least 1")
+    out = Path(args.out)
+    report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
+                     workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size)
+    if report is None:
+        return 0
+    print_report(report, out)
+    if report["utterances"] == 0:
+        print(f"no usable utterances found in {args.data}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,37 @@
+import subprocess
+from pathlib import Path
+
+from myxtts.config import load
+from myxtts.data.cache import Cache, verify
+from myxtts.data.prepare import prepare
+
+LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
+
+
+def test_verify_detects_a_flipped_byte_and_fix_repairs_only_that_shard(tmp_path, myxtts_cmd):
+    cache = tmp_path / "c"
+    prepare(LJ, cache, load(), chunk_size=3, progress=False)
+    before = {p: p.read_bytes() for p in sorted(cache.glob("shards/*/*.npy"))}
+    ok = subprocess.run(myxtts_cmd + ["cache", "verify", str(cache)], capture_output=True, text=True)
+    assert ok.returncode == 0 and "OK" in ok.stdout
+
+    victim = cache / "shards" / "00001" / "mel.npy"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    assert verify(cache) == [("00001", "mel.npy checksum mismatch (corrupted)")]
+    bad = subprocess.run(myxtts_cmd + ["cache", "verify", str(cache)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "00001" in bad.stdout and "mel.npy" in bad.stdout
+
+    untouched = cache / "shards" / "00000" / "mel.npy"
+    mtime = untouched.stat().st_mtime_ns
+    fixed = subprocess.run(myxtts_cmd + ["cache", "verify", str(cache), "--fix", "--workers", "1"],
+                           capture_output=True, text=True)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert untouched.stat().st_mtime_ns == mtime  # only the broken shard was re-prepared
+    assert {p: p.read_bytes() for p in sorted(cache.glob("shards/*/*.npy"))} == before
+    assert len(Cache(cache)) == 8
+
+
+def test_verify_reports_an_incomplete_cache(tmp_path):
+    assert verify(tmp_path) and "incomplete" in verify(tmp_path)[0][1]

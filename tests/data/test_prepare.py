@@ -1,0 +1,143 @@
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from myxtts import audio
+from myxtts.config import load
+from myxtts.data.cache import Cache, verify
+from myxtts.data.prepare import prepare
+from myxtts.errors import UserError
+
+from .messy import make_messy_corpus
+
+LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
+
+
+def test_real_ljspeech_clips_prepare_unchanged(tmp_path):
+    cfg = load()
+    report = prepare(LJ, tmp_path / "c", cfg, progress=False)
+    assert report["utterances"] == 8 and report["skipped"] == []
+    cache = Cache(tmp_path / "c", expect=cfg)
+    assert cache.ids == [f"LJ001-000{i}" for i in range(1, 9)]
+    # The stored mel is the direct computation, up to float16 storage.
+    for i in (0, 5):
+        wav = audio.preprocess(audio.load_audio(LJ / "wavs" / f"{cache.ids[i]}.wav", 22050), cfg.audio)
+        direct = audio.mel_spectrogram(wav, cfg.audio)
+        np.testing.assert_allclose(cache.mel(i).astype(np.float32), direct, atol=1e-2, rtol=1e-3)
+        assert cache.n_samples[i] == cache.n_frames[i] * cfg.audio.hop_length
+        np.testing.assert_array_equal(cache.wav(i), np.round(wav * 32767).astype(np.int16))
+    assert cache.vocab.symbols[cache.tokens(1)[0]] == "i"  # "in being comparatively modern."
+    assert abs(report["audio_hours"] * 3600 - cache.seconds()) < 1e-2
+
+
+def test_messy_corpus_keeps_every_good_clip_and_lists_every_bad_one(tmp_path):
+    keep, bad = make_messy_corpus(tmp_path / "messy")
+    report = prepare(tmp_path / "messy", tmp_path / "c", load(), progress=False)
+    cache = Cache(tmp_path / "c")
+    assert set(cache.ids) == keep
+    reasons = {}
+    for s in report["skipped"]:
+        reasons.setdefault(s["id"], []).append(s["reason"])
+    for uid, word in bad.items():
+        assert uid in reasons, f"{uid} not reported"
+        assert any(word in r for r in reasons[uid]), (uid, reasons[uid])
+    assert report["utterances"] == len(keep)
+    assert verify(tmp_path / "c") == []
+    # 44.1 kHz, 16 kHz, stereo and 8-bit inputs were converted to the same clip.
+    ref = cache.n_frames[cache.ids.index("plain")]
+    for uid in ("stereo", "hi44k", "lo16k", "eightbit", "asflac"):
+        # 8-bit quantisation noise moves the trimmed edges by a few frames.
+        assert abs(cache.n_frames[cache.ids.index(uid)] - ref) <= 6, uid
+
+
+def test_cli_exit_codes(tmp_path, myxtts_cmd):
+    keep, _ = make_messy_corpus(tmp_path / "messy")
+    ok = subprocess.run(myxtts_cmd + ["prepare", str(tmp_path / "messy"), "--out", str(tmp_path / "c"),
+                                      "--workers", "2"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert f"prepared {len(keep)} utterances" in ok.stdout and "corrupt" in ok.stdout
+    (tmp_path / "nothing").mkdir()
+    (tmp_path / "nothing" / "metadata.csv").write_text("a|missing audio\n")
+    none = subprocess.run(myxtts_cmd + ["prepare", str(tmp_path / "nothing"), "--out",
+                                        str(tmp_path / "c2")], capture_output=True, text=True)
+    assert none.returncode == 1 and "no usable utterances" in none.stderr
+    assert "Traceback" not in none.stderr
+
+
+def _snapshot(cache: Path) -> dict:
+    files = {p.relative_to(cache).as_posix(): p.read_bytes() for p in sorted(cache.rglob("*"))
+             if p.is_file() and p.name not in ("report.json", "plan.json")}
+    report = json.loads((cache / "report.json").read_text())
+    report.pop("timing", None)
+    files["report"] = report
+    return files
+
+
+def test_killed_prepare_resumes_to_an_identical_cache(tmp_path, myxtts_cmd):
+    args = ["prepare", str(LJ), "--workers", "1", "--chunk-size", "2"]
+    subprocess.run(myxtts_cmd + args + ["--out", str(tmp_path / "whole")], check=True,
+                   capture_output=True)
+    proc = subprocess.Popen(myxtts_cmd + args + ["--out", str(tmp_path / "killed")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = tmp_path / "killed" / "shards" / "00000"
+    deadline = time.time() + 120
+    while not first.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "killed" / "meta.json").exists() or proc.returncode == 0
+    with pytest.raises(UserError, match="no meta.json"):
+        Cache(tmp_path / "killed")
+    subprocess.run(myxtts_cmd + args + ["--out", str(tmp_path / "killed")], check=True,
+                   capture_output=True)
+    assert _snapshot(tmp_path / "killed") == _snapshot(tmp_path / "whole")
+
+
+def test_shards_across_machines_merge_to_the_same_cache(tmp_path):
+    cfg = load()
+    whole = prepare(LJ, tmp_path / "whole", cfg, chunk_size=2, progress=False)
+    assert prepare(LJ, tmp_path / "split", cfg, chunk_size=2, shard=(1, 2), progress=False) is None
+    merged = prepare(LJ, tmp_path / "split", cfg, chunk_size=2, shard=(0, 2), progress=False)
+    assert merged["utterances"] == whole["utterances"]
+    assert _snapshot(tmp_path / "split") == _snapshot(tmp_path / "whole")
+
+
+def test_other_settings_are_refused_naming_the_difference(tmp_path):
+    prepare(LJ, tmp_path / "c", load(), progress=False)
+    other = load(None, ["audio.sample_rate=16000"])
+    with pytest.raises(UserError, match="audio.sample_rate: cache has 22050, requested 16000"):
+        prepare(LJ, tmp_path / "c", other, progress=False)
+    with pytest.raises(UserError, match="audio.sample_rate"):
+        Cache(tmp_path / "c", expect=other)
+
+
+def test_multispeaker_csv_and_vctk_layouts(tmp_path):
+    import shutil
+
+    csv_root = tmp_path / "csvcorpus"
+    (csv_root / "audio").mkdir(parents=True)
+    rows = ["audio_file|text|speaker_name"]
+    for i in range(1, 5):
+        shutil.copy(LJ / "wavs" / f"LJ001-000{i}.wav", csv_root / "audio" / f"u{i}.wav")
+        rows.append(f"audio/u{i}.wav|Sentence number {i}.|{'alice' if i % 2 else 'bob'}")
+    (csv_root / "list.csv").write_text("\n".join(rows) + "\n")
+    report = prepare(csv_root, tmp_path / "c1", load(), progress=False)
+    cache = Cache(tmp_path / "c1")
+    assert report["utterances"] == 4 and cache.speakers == ["alice", "bob"]
+    assert [cache.speakers[s] for s in cache.speaker] == ["alice", "bob", "alice", "bob"]
+
+    vctk = tmp_path / "vctk"
+    for spk in ("p225", "p226"):
+        (vctk / "wav48" / spk).mkdir(parents=True)
+        (vctk / "txt" / spk).mkdir(parents=True)
+        for i in (1, 2):
+            shutil.copy(LJ / "wavs" / f"LJ001-000{i + 1}.wav", vctk / "wav48" / spk / f"{spk}_00{i}.wav")
+            (vctk / "txt" / spk / f"{spk}_00{i}.txt").write_text(f"Speaker {spk} line {i}.")
+    report = prepare(vctk, tmp_path / "c2", load(), progress=False)
+    assert report["utterances"] == 4 and Cache(tmp_path / "c2").speakers == ["p225", "p226"]

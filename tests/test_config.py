@@ -1,0 +1,43 @@
+import pytest
+
+from myxtts import config as C
+
+
+def test_defaults_are_valid_and_roundtrip_yaml(tmp_path):
+    cfg = C.load()
+    path = tmp_path / "c.yaml"
+    cfg.save(path)
+    assert C.load(path) == cfg
+
+
+def test_overrides_reach_typed_fields():
+    cfg = C.load(None, ["train.max_steps=7", "audio.trim_silence=false", "train.lr=3e-4",
+                        "data.frame_budget=4096"])
+    assert cfg.train.max_steps == 7 and cfg.audio.trim_silence is False
+    assert cfg.train.lr == pytest.approx(3e-4) and cfg.data.frame_budget == 4096
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.max_stpes=3", "did you mean 'max_steps'"),
+    ("trian.max_steps=3", "did you mean 'train'"),
+    ("train.max_steps=abc", "train.max_steps: expected an integer"),
+    ("train.max_steps=0", "below the minimum"),
+    ("data.val_fraction=0.9", "above the maximum"),
+    ("train.compile=fast", "not one of"),
+    ("audio.trim_silence=maybe", "expected true/false"),
+    ("train", "not of the form"),
+    ("train=3", "is a section"),
+    ("audio.win_length=2048", "must not exceed audio.n_fft"),
+])
+def test_invalid_settings_name_the_key(override, message):
+    with pytest.raises(C.ConfigError, match=message):
+        C.load(None, [override])
+
+
+def test_yaml_file_errors_name_the_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("model:\n  d_modle: 128\n")
+    with pytest.raises(C.ConfigError, match="model.d_modle.*did you mean 'd_model'"):
+        C.load(p)
+    with pytest.raises(C.ConfigError, match="not found"):
+        C.load(tmp_path / "missing.yaml")
