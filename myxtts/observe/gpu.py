@@ -1,0 +1,395 @@
+"""Background GPU sampling through NVML (``nvidia-ml-py``, imported as ``pynvml``).
+
+Why a thread and not ``nvidia-smi``: the reference system watched ``watch -n 1 nvidia-smi`` and
+read single numbers by eye. A sampler in the training process (or in ``myxtts monitor``) keeps
+every sample, so a run ends with a series whose mean, spread and verdict can be computed
+(``stats.summarize``) and plotted next to the step timings.
+
+What is read, per GPU and tick (each field fails soft to ``None`` where the GPU or driver does not
+support it, and an unsupported field is not asked for again):
+
+* ``utilization.gpu``: share of the last sample period in which *any* kernel ran. It reads 100 %
+  for one small kernel on a few SMs, which is why on Hopper and newer we also read
+* GPM ``SM_UTIL`` (share of SMs busy), ``SM_OCCUPANCY`` (active warps vs the maximum) and
+  ``ANY_TENSOR_UTIL`` (tensor cores), computed between two consecutive GPM samples;
+* memory used/total, board power, SM clock, and the clock-event ("throttle") reasons, decoded.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from myxtts.errors import UserError
+from myxtts.observe.stats import summarize
+
+# Clock-event reason bits from nvml.h, kept here so decoding works (and is tested) without NVML.
+THROTTLE_REASONS = {
+    0x001: "gpu_idle", 0x002: "applications_clocks", 0x004: "sw_power_cap",
+    0x008: "hw_slowdown", 0x010: "sync_boost", 0x020: "sw_thermal", 0x040: "hw_thermal",
+    0x080: "hw_power_brake", 0x100: "display_clocks",
+}
+# Reasons that cost speed while training; idle/app-clocks/sync-boost are informational.
+SLOWDOWN_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+_GPM_METRICS = (("sm_active", "NVML_GPM_METRIC_SM_UTIL"),
+                ("sm_occupancy", "NVML_GPM_METRIC_SM_OCCUPANCY"),
+                ("tensor_active", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"))
+
+
+class GpuUnavailable(UserError):
+    """No NVIDIA GPU can be sampled; the message is one sentence saying why."""
+
+
+def decode_throttle(mask: int) -> tuple[str, ...]:
+    """Bitmask from nvmlDeviceGetCurrentClocksEventReasons -> reason names (unknown bits by value)."""
+    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    rest = mask & ~sum(THROTTLE_REASONS)
+    if rest:
+        names.append(f"0x{rest:x}")
+    return tuple(names)
+
+
+@dataclass
+class GpuSample:
+    t: float                          # seconds since the sampler started
+    gpu: int                          # index in this sampler's device list (== torch cuda index)
+    util: float | None                # NVML utilization.gpu, %
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    throttle: tuple[str, ...] = ()
+    sm_active: float | None = None    # GPM, %
+    sm_occupancy: float | None = None  # GPM, %
+    tensor_active: float | None = None  # GPM, %
+
+    def short(self) -> str:
+        """Compact text for a progress line: ``gpu0 97% sm 81% 61.2/80.0GiB 690W``."""
+        parts = [f"gpu{self.gpu} {_fmt(self.util, '%')}"]
+        if self.sm_active is not None:
+            parts.append(f"sm {self.sm_active:.0f}%")
+        if self.mem_used_mib is not None and self.mem_total_mib:
+            parts.append(f"{self.mem_used_mib / 1024:.1f}/{self.mem_total_mib / 1024:.1f}GiB")
+        if self.power_w is not None:
+            parts.append(f"{self.power_w:.0f}W")
+        slow = [r for r in self.throttle if r in SLOWDOWN_REASONS]
+        if slow:
+            parts.append("throttle:" + ",".join(slow))
+        return " ".join(parts)
+
+
+def _fmt(v, unit):
+    return "n/a" if v is None else f"{v:.0f}{unit}"
+
+
+def _import_nvml():
+    try:
+        import pynvml
+    except ImportError:
+        raise GpuUnavailable("nvidia-ml-py is not installed, so no GPU can be sampled "
+                             "(install it with: pip install 'myxtts[gpu]').") from None
+    return pynvml
+
+
+def _visible_indices(nvml, count: int) -> list:
+    """NVML indices (or UUIDs) that match torch's cuda:0..n-1 under CUDA_VISIBLE_DEVICES.
+
+    NVML ignores CUDA_VISIBLE_DEVICES and enumerates in PCI order; on machines with one GPU model
+    (the usual training box) CUDA's order agrees. UUID and MIG entries are passed through.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return list(range(count))
+    out = []
+    for item in (s.strip() for s in env.split(",")):
+        if not item:
+            continue
+        if item.lstrip("-").isdigit():
+            if int(item) < 0:
+                break  # CUDA stops enumerating at the first invalid index
+            if int(item) < count:
+                out.append(int(item))
+        else:
+            out.append(item)
+    return out
+
+
+@dataclass
+class _Device:
+    index: int
+    handle: object
+    name: str
+    unsupported: set = field(default_factory=set)
+    gpm: list | None = None      # [previous sample, spare sample] while GPM works
+    gpm_reason: str = ""         # why GPM is off, for "not measured (reason)"
+    gpm_t: float = 0.0           # monotonic time of the previous GPM sample
+
+
+class GpuSampler:
+    """Sample every visible NVIDIA GPU every ``interval`` seconds in a daemon thread.
+
+    >>> with GpuSampler(0.5) as s:          # raises GpuUnavailable without a GPU / NVML
+    ...     train()
+    ...     print(s.latest()[0].short())
+    >>> s.summary()["gpus"][0]["util"]["verdict"]
+    """
+
+    def __init__(self, interval: float = 0.5, *, gpm: bool = True, max_samples: int = 1_000_000,
+                 nvml=None):
+        self.interval = max(float(interval), 0.1)  # GPM needs >= 100 ms between its samples
+        self._use_gpm = gpm
+        self._max = max_samples
+        self._nvml = nvml  # injectable for tests
+        self._devices: list[_Device] = []
+        self._samples: list[GpuSample] = []
+        self._first_seq = 0  # sequence number of self._samples[0] after trimming
+        self._latest: dict[int, GpuSample] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    # ----------------------------------------------------------------------------- lifecycle
+    def start(self) -> "GpuSampler":
+        nv = self._nvml or _import_nvml()
+        self._nvml = nv
+        try:
+            nv.nvmlInit()
+        except Exception as e:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+            raise GpuUnavailable(f"no NVIDIA GPU can be sampled: {_init_failure(e)}.") from None
+        try:
+            wanted = _visible_indices(nv, nv.nvmlDeviceGetCount())
+            for i, ident in enumerate(wanted):
+                h = (nv.nvmlDeviceGetHandleByIndex(ident) if isinstance(ident, int)
+                     else nv.nvmlDeviceGetHandleByUUID(ident))
+                name = nv.nvmlDeviceGetName(h)
+                self._devices.append(_Device(i, h, name.decode() if isinstance(name, bytes) else name))
+        except Exception as e:
+            self._shutdown_nvml()
+            raise GpuUnavailable(f"no NVIDIA GPU can be sampled: NVML failed to list devices ({_reason(e)}).") from None
+        if not self._devices:
+            self._shutdown_nvml()
+            raise GpuUnavailable("no NVIDIA GPU is visible to NVML (check CUDA_VISIBLE_DEVICES and the driver).")
+        for d in self._devices:
+            self._gpm_open(d)
+        self._t0 = time.monotonic()
+        self._stop.clear()
+        self._tick()  # one sample now, so latest() is never empty after start()
+        self._thread = threading.Thread(target=self._run, name="myxtts-gpu-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5 * self.interval + 1)
+        self._thread = None
+        for d in self._devices:
+            for s in d.gpm or ():
+                try:
+                    self._nvml.nvmlGpmSampleFree(s)
+                except Exception:
+                    pass
+            d.gpm = None
+        self._shutdown_nvml()
+
+    def __enter__(self) -> "GpuSampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _shutdown_nvml(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------------------ sampling
+    def _run(self) -> None:
+        # Event.wait instead of sleep: stop() returns within one interval, not after it.
+        while not self._stop.wait(self.interval):
+            self._tick()
+
+    def _tick(self) -> None:
+        t = time.monotonic() - self._t0
+        new = [self._read(d, t) for d in self._devices]
+        with self._lock:
+            self._samples.extend(new)
+            for s in new:
+                self._latest[s.gpu] = s
+            if len(self._samples) > self._max:  # drop the oldest half: amortised O(1)
+                cut = len(self._samples) // 2
+                del self._samples[:cut]
+                self._first_seq += cut
+
+    def _field(self, d: _Device, key: str, fn):
+        if key in d.unsupported:
+            return None
+        try:
+            return fn()
+        except Exception:
+            d.unsupported.add(key)  # NotSupported/NoPermission: do not ask again every tick
+            return None
+
+    def _read(self, d: _Device, t: float) -> GpuSample:
+        nv, h = self._nvml, d.handle
+        util = self._field(d, "util", lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu))
+        mem = self._field(d, "mem", lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        power = self._field(d, "power", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0)
+        clock = self._field(d, "clock", lambda: float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)))
+        mask = self._field(d, "throttle", lambda: _throttle_mask(nv, h))
+        s = GpuSample(t=round(t, 3), gpu=d.index, util=util,
+                      mem_used_mib=mem.used / 2**20 if mem else None,
+                      mem_total_mib=mem.total / 2**20 if mem else None,
+                      power_w=power, sm_clock_mhz=clock,
+                      throttle=decode_throttle(mask) if mask is not None else ())
+        # GPM metrics need two samples >= 100 ms apart; the first tick (right after start) skips.
+        if d.gpm and time.monotonic() - d.gpm_t >= 0.1:
+            self._gpm_read(d, s)
+        return s
+
+    def _gpm_open(self, d: _Device) -> None:
+        nv = self._nvml
+        if not self._use_gpm:
+            d.gpm_reason = "GPM sampling switched off"
+            return
+        try:
+            if not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
+                d.gpm_reason = "this nvidia-ml-py has no GPM API"
+                return
+            if not nv.nvmlGpmQueryDeviceSupport(d.handle).isSupportedDevice:
+                d.gpm_reason = f"{d.name} has no GPM (Hopper or newer needed)"
+                return
+            d.gpm = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
+            nv.nvmlGpmSampleGet(d.handle, d.gpm[0])
+            d.gpm_t = time.monotonic()
+        except Exception as e:
+            d.gpm, d.gpm_reason = None, f"GPM unavailable ({_reason(e)})"
+
+    def _gpm_read(self, d: _Device, s: GpuSample) -> None:
+        """Metrics between the previous GPM sample and one taken now; the two buffers swap."""
+        nv = self._nvml
+        prev, cur = d.gpm
+        try:
+            nv.nvmlGpmSampleGet(d.handle, cur)
+            req = nv.c_nvmlGpmMetricsGet_t()
+            req.version = nv.NVML_GPM_METRICS_GET_VERSION
+            req.numMetrics = len(_GPM_METRICS)
+            req.sample1, req.sample2 = prev, cur
+            for i, (_, const) in enumerate(_GPM_METRICS):
+                req.metrics[i].metricId = getattr(nv, const)
+            nv.nvmlGpmMetricsGet(req)
+            for i, (name, _) in enumerate(_GPM_METRICS):
+                m = req.metrics[i]
+                if m.nvmlReturn == nv.NVML_SUCCESS:
+                    setattr(s, name, float(m.value))
+            d.gpm, d.gpm_t = [cur, prev], time.monotonic()
+        except Exception as e:
+            for buf in d.gpm:
+                try:
+                    nv.nvmlGpmSampleFree(buf)
+                except Exception:
+                    pass
+            d.gpm, d.gpm_reason = None, f"GPM read failed ({_reason(e)})"
+
+    # ------------------------------------------------------------------------------- reading
+    def latest(self) -> list[GpuSample]:
+        """The most recent sample per GPU; no NVML call, safe to use in a progress line."""
+        with self._lock:
+            return [self._latest[k] for k in sorted(self._latest)]
+
+    def samples(self, since: int = 0) -> list[GpuSample]:
+        """Samples with sequence number >= ``since`` (use ``seq()`` to continue where you left)."""
+        with self._lock:
+            return list(self._samples[max(since - self._first_seq, 0):])
+
+    def seq(self) -> int:
+        """Sequence number the next sample will get."""
+        with self._lock:
+            return self._first_seq + len(self._samples)
+
+    def summary(self) -> dict:
+        """Per-GPU statistics over the kept samples; keys are what diagnose and report read."""
+        samples = self.samples()
+        gpus = []
+        for d in self._devices:
+            mine = [s for s in samples if s.gpu == d.index]
+            gpus.append(summarize_gpu(mine, index=d.index, name=d.name, gpm_reason=d.gpm_reason))
+        dur = samples[-1].t - samples[0].t if samples else 0.0
+        return {"interval_s": self.interval, "duration_s": dur, "gpus": gpus}
+
+
+def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", gpm_reason: str = "") -> dict:
+    """Statistics of one GPU's samples (also used on samples read back from a CSV)."""
+    def vals(attr):
+        return [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
+
+    util, sm = summarize(vals("util")), summarize(vals("sm_active"))
+    occ, tensor, power, clock = vals("sm_occupancy"), vals("tensor_active"), vals("power_w"), vals("sm_clock_mhz")
+    n = len(samples) or 1
+    reasons = sorted({r for s in samples for r in s.throttle})
+    return {
+        "index": index, "name": name, "samples": len(samples),
+        "util": util.as_dict() if util else None,
+        "sm_active": sm.as_dict() if sm else None,
+        "sm_occupancy_mean": sum(occ) / len(occ) if occ else None,
+        "tensor_active_mean": sum(tensor) / len(tensor) if tensor else None,
+        "gpm_reason": "" if sm else (gpm_reason or "no GPM samples yet"),
+        "mem_used_max_mib": max(vals("mem_used_mib"), default=None),
+        "mem_total_mib": max(vals("mem_total_mib"), default=None),
+        "power_mean_w": sum(power) / len(power) if power else None,
+        "sm_clock_mean_mhz": sum(clock) / len(clock) if clock else None,
+        # share of samples (percent) in which each reason was active
+        "throttle_pct": {r: 100.0 * sum(r in s.throttle for s in samples) / n for r in reasons},
+    }
+
+
+def _throttle_mask(nv, h) -> int:
+    # "ClocksEventReasons" is the current name; older bindings only have "ClocksThrottleReasons".
+    fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    return int(fn(h))
+
+
+def _init_failure(e: Exception) -> str:
+    """nvmlInit's error in words a user can act on (the class names are NVML's own)."""
+    name = type(e).__name__
+    if "LibraryNotFound" in name:
+        return "the NVIDIA driver library (libnvidia-ml.so.1) is not installed on this machine"
+    if "DriverNotLoaded" in name:
+        return "the NVIDIA driver is not loaded"
+    if "NoPermission" in name:
+        return "permission to query the NVIDIA driver was denied"
+    return f"NVML did not start ({_reason(e)})"
+
+
+def _reason(e: Exception) -> str:
+    return (str(e) or type(e).__name__).rstrip(".")
+
+
+# ------------------------------------------------------------------------------------- CSV
+CSV_FIELDS = [f.name for f in fields(GpuSample)]
+
+
+def write_csv(samples: list[GpuSample], path: str | Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for s in samples:
+            row = asdict(s)
+            row["throttle"] = "|".join(s.throttle)
+            w.writerow({k: "" if v is None else v for k, v in row.items()})
+
+
+def read_csv(path: str | Path) -> list[GpuSample]:
+    out = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            kw = {k: (float(v) if v != "" else None) for k, v in row.items() if k not in ("gpu", "throttle")}
+            out.append(GpuSample(gpu=int(row["gpu"]), throttle=tuple(filter(None, row["throttle"].split("|"))), **kw))
+    return out

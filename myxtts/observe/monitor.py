@@ -1,0 +1,140 @@
+"""``myxtts monitor``: watch the GPUs, then say in numbers whether they were kept busy.
+
+It replaces the reference system's ``gpu_monitor.py`` and ``watch -n 1 nvidia-smi``: a live line
+while it runs, and at the end (``--duration`` elapsed or Ctrl-C) the utilisation summary with
+its verdict and the thresholds behind it, a CSV of every sample and a PNG timeline.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from myxtts.errors import UserError
+from myxtts.observe.gpu import GpuSampler, GpuSample, GpuUnavailable, SLOWDOWN_REASONS, write_csv
+from myxtts.observe.stats import LOW_UTIL_PCT, thresholds_text
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "monitor", help="sample GPU utilisation, memory, power and clocks; print a verdict",
+        description="Sample every visible NVIDIA GPU through NVML (plus GPM SM activity on Hopper "
+                    "and newer) until --duration elapses or Ctrl-C, then print the utilisation "
+                    "summary and its verdict (steady / oscillating / starved / idle).")
+    p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between samples (default 0.5)")
+    p.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: Ctrl-C)")
+    p.add_argument("--out", metavar="FILE.csv", help="write every sample to this CSV file")
+    p.add_argument("--plot", metavar="FILE.png", help="write a timeline plot (needs matplotlib)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.interval <= 0:
+        raise UserError(f"--interval must be positive, got {args.interval}")
+    if args.duration is not None and args.duration <= 0:
+        raise UserError(f"--duration must be positive, got {args.duration}")
+    try:
+        sampler = GpuSampler(args.interval).start()
+    except GpuUnavailable as e:
+        # One sentence, no traceback: this is the expected answer on a machine without a GPU.
+        print(f"myxtts monitor: error: {e}", file=sys.stderr)
+        return 2
+    tty = sys.stdout.isatty()
+    t0 = time.monotonic()
+    interrupted = False
+    try:
+        while True:
+            left = None if args.duration is None else args.duration - (time.monotonic() - t0)
+            if left is not None and left <= 0:
+                break
+            time.sleep(args.interval if left is None else min(args.interval, left))
+            line = live_line(sampler.latest(), time.monotonic() - t0)
+            print(("\r" + line + "\033[K") if tty else line, end="" if tty else "\n", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sampler.stop()
+    if tty:
+        print()
+    summary = sampler.summary()
+    print(summary_text(summary) + (" (stopped by Ctrl-C)" if interrupted else ""))
+    samples = sampler.samples()
+    if args.out:
+        write_csv(samples, args.out)
+        print(f"samples: {args.out} ({len(samples)} rows)")
+    if args.plot:
+        why_not = plot_timeline(samples, args.plot)
+        print(f"plot: {args.plot}" if why_not is None else f"plot skipped: {why_not}",
+              file=sys.stdout if why_not is None else sys.stderr)
+    return 0
+
+
+def live_line(latest: list[GpuSample], elapsed: float) -> str:
+    return f"{elapsed:6.1f}s  " + "  |  ".join(s.short() for s in latest)
+
+
+def summary_text(summary: dict) -> str:
+    """Multi-line summary of ``GpuSampler.summary()``: stats, verdict and the thresholds used."""
+    lines = [f"GPU summary over {summary['duration_s']:.1f} s, one sample every {summary['interval_s']:g} s:"]
+    for g in summary["gpus"]:
+        u = g["util"]
+        head = f"gpu{g['index']} {g['name']}"
+        if not u:
+            lines.append(f"  {head}: utilisation not measured (NVML gave no utilisation samples)")
+            continue
+        lines.append(f"  {head}: utilisation mean {u['mean']:.1f} %, p5 {u['p5']:.0f} %, median "
+                     f"{u['median']:.0f} %, CoV {u['cov_pct']:.1f} %, below {LOW_UTIL_PCT:g} % for "
+                     f"{u['below50_pct']:.0f} % of the time -> {u['verdict'].upper()}")
+        sm = g["sm_active"]
+        if sm:
+            occ = g["sm_occupancy_mean"]
+            lines.append(f"      SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
+                         + (f", occupancy {occ:.1f} %" if occ is not None else "")
+                         + (f", tensor cores {g['tensor_active_mean']:.1f} %" if g['tensor_active_mean'] is not None else ""))
+        else:
+            lines.append(f"      SM active (GPM): not measured ({g['gpm_reason']})")
+        extra = []
+        if g["mem_used_max_mib"] is not None:
+            extra.append(f"memory peak {g['mem_used_max_mib'] / 1024:.1f} / {g['mem_total_mib'] / 1024:.1f} GiB")
+        if g["power_mean_w"] is not None:
+            extra.append(f"power mean {g['power_mean_w']:.0f} W")
+        if g["sm_clock_mean_mhz"] is not None:
+            extra.append(f"SM clock mean {g['sm_clock_mean_mhz']:.0f} MHz")
+        slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
+        extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
+        lines.append("      " + "; ".join(extra))
+    lines.append(f"verdict thresholds: {thresholds_text()}")
+    return "\n".join(lines)
+
+
+def plot_timeline(samples: list[GpuSample], path: str | Path) -> str | None:
+    """PNG timeline of utilisation (+ GPM SM activity), memory and power; returns why it was
+    skipped, or None when written. Uses the Agg canvas directly: no display, no global backend."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return "matplotlib is not installed (pip install 'myxtts[report]')"
+    if not samples:
+        return "no samples were taken"
+    fig = Figure(figsize=(10, 7), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_u, ax_m, ax_p = fig.subplots(3, 1, sharex=True, height_ratios=[2, 1, 1])
+    for gpu in sorted({s.gpu for s in samples}):
+        mine = [s for s in samples if s.gpu == gpu]
+        t = [s.t for s in mine]
+        line, = ax_u.plot(t, [s.util for s in mine], lw=1.2, label=f"gpu{gpu} utilization.gpu")
+        if any(s.sm_active is not None for s in mine):
+            ax_u.plot(t, [s.sm_active for s in mine], lw=1, ls="--", color=line.get_color(),
+                      label=f"gpu{gpu} SM active (GPM)")
+        ax_m.plot(t, [None if s.mem_used_mib is None else s.mem_used_mib / 1024 for s in mine], color=line.get_color())
+        ax_p.plot(t, [s.power_w for s in mine], color=line.get_color())
+    ax_u.axhline(LOW_UTIL_PCT, color="0.6", lw=0.8, ls=":")
+    ax_u.set(ylim=(0, 105), ylabel="%", title="GPU utilisation")
+    ax_u.legend(loc="lower right", fontsize=8)
+    ax_m.set(ylabel="memory GiB")
+    ax_p.set(ylabel="power W", xlabel="seconds")
+    for ax in (ax_u, ax_m, ax_p):
+        ax.grid(alpha=0.3)
+    fig.savefig(path)
+    return None

@@ -1,0 +1,110 @@
+"""Summaries of a utilisation series (NVML ``utilization.gpu``, GPM SM activity) and a verdict.
+
+A mean alone hides the failure that cost the reference system months: a GPU swinging between 2 %
+and 40 % has the same mean as one sitting at 21 %, and the two have different causes. So every
+series is summarised by its level (mean, p5, median), its spread (standard deviation and
+coefficient of variation, design.md §5 "oscillation"), and the share of time spent below 50 %,
+and reduced to one verdict whose thresholds are printed next to it.
+
+Verdicts, checked in this order (the first that matches wins):
+
+* ``idle``        mean < 5 %: nothing meaningful runs on the GPU (a loader-only process, a hang,
+                  training on the wrong device). Checked first because noise on a near-zero
+                  series has a huge CoV and would otherwise read as "oscillating".
+* ``oscillating`` CoV > 25 % and standard deviation >= 8 points: the GPU alternates between
+                  working and waiting. 25 % is where the reference system's "2-40 %" swings sit
+                  far above (CoV ~ 55-60 %) while a healthy run at 95 +- 3 % sits far below
+                  (~ 3 %). The absolute floor of 8 points stops a flat 10 +- 3 % series (CoV 30 %)
+                  from being called oscillating: it is starved, not swinging. Oscillation is
+                  checked before starvation because it is the more specific signature: something
+                  intermittent (loader bursts, recompiles, host syncs, eval pauses) stalls a GPU
+                  that can run faster, and that points at different fixes than a flat low line.
+* ``starved``     mean < 50 % or more than half of the time below 50 %: the GPU waits most of the
+                  time at a steady rate (per-step overhead: input pipeline, kernel launches).
+* ``steady``      otherwise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+import numpy as np
+
+IDLE_MEAN_PCT = 5.0            # mean below this: idle
+OSCILLATING_COV_PCT = 25.0     # coefficient of variation above this (with the floor below): oscillating
+OSCILLATING_MIN_STD = 8.0      # ... and the swing must be at least this many percentage points (1 sd)
+LOW_UTIL_PCT = 50.0            # a sample below this counts as "low"
+STARVED_MEAN_PCT = 50.0        # mean below this: starved
+STARVED_LOW_SHARE_PCT = 50.0   # or more than this share of samples low: starved
+
+VERDICTS = ("idle", "oscillating", "starved", "steady")
+
+
+def thresholds_text() -> str:
+    """The rules behind every verdict, printed wherever a verdict is shown."""
+    return (f"idle: mean < {IDLE_MEAN_PCT:g} %; "
+            f"oscillating: CoV > {OSCILLATING_COV_PCT:g} % and sd >= {OSCILLATING_MIN_STD:g} points; "
+            f"starved: mean < {STARVED_MEAN_PCT:g} % or > {STARVED_LOW_SHARE_PCT:g} % of time "
+            f"below {LOW_UTIL_PCT:g} %; steady: otherwise")
+
+
+@dataclass
+class SeriesStats:
+    """Summary of a 0-100 % series. All values in percent (points), ``n`` in samples."""
+    n: int
+    mean: float
+    p5: float
+    median: float
+    p95: float
+    std: float
+    cov_pct: float        # std / mean * 100; 0 when the mean is 0
+    below50_pct: float    # share of samples below LOW_UTIL_PCT
+    verdict: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        """One line for terminals and logs, e.g. ``mean 93.1 % ... -> steady``."""
+        return (f"mean {self.mean:.1f} %  p5 {self.p5:.0f} %  median {self.median:.0f} %  "
+                f"CoV {self.cov_pct:.1f} %  below {LOW_UTIL_PCT:g} % {self.below50_pct:.0f} % of time"
+                f"  -> {self.verdict}")
+
+
+def cov_pct(values: Iterable[float]) -> float:
+    """Coefficient of variation in percent (population sd / mean); 0 for < 2 values or mean 0."""
+    a = np.asarray(list(values), dtype=np.float64)
+    if a.size < 2:
+        return 0.0
+    m = float(a.mean())
+    return 0.0 if m <= 0 else float(a.std() / m * 100.0)
+
+
+def verdict(mean: float, std: float, below50_pct: float) -> str:
+    """Apply the thresholds above to already-computed moments (the order matters, see module doc)."""
+    if mean < IDLE_MEAN_PCT:
+        return "idle"
+    cov = std / mean * 100.0 if mean > 0 else 0.0
+    if cov > OSCILLATING_COV_PCT and std >= OSCILLATING_MIN_STD:
+        return "oscillating"
+    if mean < STARVED_MEAN_PCT or below50_pct > STARVED_LOW_SHARE_PCT:
+        return "starved"
+    return "steady"
+
+
+def summarize(values: Iterable[float]) -> SeriesStats | None:
+    """Summarise a utilisation series in percent; ``None`` for an empty one (never invent data).
+
+    NaN/None samples (a read that failed) are dropped rather than counted as 0 %.
+    """
+    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return None
+    a = np.asarray(vals, dtype=np.float64)
+    mean, std = float(a.mean()), float(a.std())
+    below = float((a < LOW_UTIL_PCT).mean() * 100.0)
+    p5, median, p95 = (float(x) for x in np.percentile(a, [5, 50, 95]))
+    return SeriesStats(n=int(a.size), mean=mean, p5=p5, median=median, p95=p95, std=std,
+                       cov_pct=(std / mean * 100.0) if mean > 0 else 0.0,
+                       below50_pct=below, verdict=verdict(mean, std, below))

@@ -1,0 +1,64 @@
+"""Synthetic runs with known answers: a util trace plus the numbers StepTimer/profile would give.
+
+Each builder returns (run dict for diagnose, expected util verdict, expected bound, expected top
+rule, a substring the top action must contain).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SETTINGS = dict(device="cuda", device_name="NVIDIA H100 80GB HBM3", bf16_supported=True, cpu_count=16,
+                num_workers=2, prefetch_factor=4, pin_memory=True, on_the_fly=False, frame_budget=12000,
+                pad_multiple=64, max_buckets=8, compile="default", precision="bf16", grad_accum=1, log_every=50)
+
+
+def _util(values) -> list[float]:
+    return [float(v) for v in np.clip(values, 0, 100)]
+
+
+def _shapes(cov_pct=3.0, mean=120.0):
+    return {"16x768": {"n": 200, "mean_ms": mean, "cov_pct": cov_pct, "p50_ms": mean, "p95_ms": mean * 1.05,
+                       "first_ms": 41000.0},
+            "32x384": {"n": 180, "mean_ms": mean * 0.9, "cov_pct": cov_pct, "p50_ms": mean * 0.9,
+                       "p95_ms": mean * 0.95, "first_ms": 38000.0}}
+
+
+def steady():
+    rng = np.random.default_rng(0)
+    run = dict(SETTINGS, gpu_util=_util(95 + rng.normal(0, 2, 240)), input_bound_pct=0.4, data_wait_pct=0.3,
+               h2d_pct=0.1, compute_pct=98.5, other_pct=1.1, gpu_busy_pct=94.0, recompiles=0, padding_pct=6.0,
+               mfu_pct=45.0, mem_peak_pct=40.0, step_by_shape=_shapes(), step_ms=115.0, step_cov_pct=5.0, steps=380)
+    return run, "steady", "compute-bound", "compute", "myxtts tune"
+
+
+def reference_oscillation():
+    """The reference system's 2-40 % swings: shapes not fixed, the step retraces again and again."""
+    rng = np.random.default_rng(1)
+    run = dict(SETTINGS, gpu_util=_util(rng.uniform(2, 40, 240)), input_bound_pct=3.0, data_wait_pct=3.0,
+               h2d_pct=0.0, recompiles=40, n_shapes=57, padding_pct=4.0,
+               step_by_shape=_shapes(cov_pct=60.0), steps=300)
+    return run, "oscillating", "launch-bound", "recompiles", "data.max_buckets=4"
+
+
+def data_starved():
+    rng = np.random.default_rng(2)
+    run = dict(SETTINGS, gpu_util=_util(30 + rng.normal(0, 3, 240)), input_bound_pct=55.0, data_wait_pct=54.0,
+               h2d_pct=1.0, compute_pct=44.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
+    return run, "starved", "input-bound", "input-workers", "data.num_workers=6"
+
+
+def launch_bound():
+    rng = np.random.default_rng(3)
+    run = dict(SETTINGS, gpu_util=_util(42 + rng.normal(0, 3, 240)), input_bound_pct=0.8, data_wait_pct=0.8,
+               h2d_pct=0.0, gpu_busy_pct=38.0, kernels_per_step=3500, median_kernel_us=7.0,
+               cpu_dispatch_pct=85.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
+    return run, "starved", "launch-bound", "launch", "train.compile=cudagraphs"
+
+
+def idle():
+    rng = np.random.default_rng(4)
+    run = dict(SETTINGS, gpu_util=_util(rng.uniform(0, 2, 240)))
+    return run, "idle", "idle", "idle", "myxtts doctor"
+
+
+ALL = [steady, reference_oscillation, data_starved, launch_bound, idle]

@@ -1,0 +1,108 @@
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+from . import synthetic_runs as runs
+
+from myxtts.observe.gpu import GpuSample, summarize_gpu
+from myxtts.observe.report import render, write_report
+
+SECTIONS = ["findings", "gpu-timeline", "step-time", "input-bound", "mfu", "padding", "recompiles", "throughput"]
+
+
+class Sections(HTMLParser):
+    """Collects each <section id>'s text and the external references anywhere in the page."""
+
+    def __init__(self):
+        super().__init__()
+        self.text, self.current, self.svgs, self.external = {}, None, {}, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            self.current = a["id"]
+            self.text[self.current] = ""
+        if tag == "svg" and self.current:
+            self.svgs[self.current] = self.svgs.get(self.current, 0) + 1
+        for k in ("src", "href"):
+            if a.get(k):
+                self.external.append(a[k])
+        if tag == "link" or tag == "script":
+            self.external.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag == "section":
+            self.current = None
+
+    def handle_data(self, data):
+        if self.current:
+            self.text[self.current] += data
+
+
+def full_run():
+    run = runs.data_starved()[0]
+    samples = [GpuSample(t=i * 0.5, gpu=0, util=u, sm_active=u * 0.7) for i, u in enumerate(run.pop("gpu_util"))]
+    run.update(title="tiny on Fake H100 <test>", meta={"config": "configs/tiny.yaml", "steps": 300},
+               gpu_samples=samples, gpu={"gpus": [summarize_gpu(samples, index=0, name="Fake H100")]},
+               mfu_pct=12.5, mfu_basis="H100 SXM dense bf16 989 TFLOP/s", achieved_tflops=123.6,
+               throughput={"frames_per_s": 52000.0, "audio_s_per_s": 603.7, "samples_per_s": 71.0},
+               step_ms=118.0, step_cov_pct=4.0)
+    return run
+
+
+def parse(html):
+    p = Sections()
+    p.feed(html)
+    return p
+
+
+def test_every_section_is_present_with_a_plot_where_data_exists():
+    p = parse(render(full_run()))
+    assert list(p.text) == SECTIONS
+    for sid in ("gpu-timeline", "step-time", "input-bound", "mfu", "padding"):
+        assert p.svgs.get(sid), sid
+    assert "not measured" not in "".join(p.text.values())
+    assert "data.num_workers=6" in p.text["findings"]
+    assert "starved" in p.text["gpu-timeline"] and "52,000.0" in p.text["throughput"]
+    assert p.external == []  # self-contained: no CDN, no linked files
+
+
+def test_missing_data_says_not_measured_with_the_reason():
+    html = render({"not_measured": {"gpu-timeline": "no NVIDIA GPU on this machine"}})
+    p = parse(html)
+    assert list(p.text) == SECTIONS
+    assert "not measured (no NVIDIA GPU on this machine)" in p.text["gpu-timeline"]
+    for sid in SECTIONS[2:]:
+        assert re.search(r"not measured \(.+\)", p.text[sid]), sid
+    assert not p.svgs
+
+
+def test_text_is_escaped(tmp_path):
+    path = write_report(tmp_path / "r" / "report.html", full_run())
+    html = path.read_text()
+    assert "&lt;test&gt;" in html and "<test>" not in html
+
+
+def test_precomputed_findings_are_used_as_given():
+    html = render({"bound": "input-bound", "reason": "given", "findings": [
+        {"severity": "high", "title": "T", "evidence": "E", "action": "`data.num_workers=9`"}]})
+    assert "<code>data.num_workers=9</code>" in html and "given" in html
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed")
+def test_renders_in_headless_chromium(tmp_path):
+    page = write_report(tmp_path / "report.html", full_run())
+    shot = tmp_path / "shot.png"
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1000,2400", page.as_uri()],
+                   capture_output=True, timeout=60)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000  # a blank page compresses to a few KB
+
+
+def test_series_without_timestamps_shows_statistics_only():
+    p = parse(render({"gpu_util": [30.0, 31.0, 29.0, 30.0]}))
+    assert "not measured (no GPU samples were recorded)" in p.text["gpu-timeline"]
+    assert "starved" in p.text["gpu-timeline"] and not p.svgs

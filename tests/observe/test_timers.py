@@ -1,0 +1,135 @@
+import math
+
+import numpy as np
+import pytest
+
+from myxtts.observe.timers import StepTimer, count_host_syncs, shape_key
+
+
+class FakeTime:
+    """A clock the test advances by hand: timings are inputs, so the results are exact."""
+
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+    def advance(self, s):
+        self.t += s
+
+
+def _step(timer, clk, *, wait, h2d, compute, other=0.0, shape=(16, 768), frames=1000, samples=16):
+    with timer.data_wait():
+        clk.advance(wait)
+    with timer.h2d():
+        clk.advance(h2d)
+    with timer.compute(shape):
+        clk.advance(compute)
+    clk.advance(other)
+    timer.step_done(frames=frames, samples=samples)
+
+
+def test_input_bound_share_and_throughput():
+    clk = FakeTime()
+    timer = StepTimer("cpu", frames_per_second=100.0, now=clk)
+    for _ in range(10):
+        _step(timer, clk, wait=0.02, h2d=0.01, compute=0.06, other=0.01)
+    s = timer.summary()
+    assert s["steps"] == 10
+    assert math.isclose(s["input_bound_pct"], 30.0)
+    assert math.isclose(s["data_wait_pct"], 20.0) and math.isclose(s["h2d_pct"], 10.0)
+    assert math.isclose(s["compute_pct"], 60.0) and math.isclose(s["other_pct"], 10.0)
+    assert math.isclose(s["step_ms"], 100.0) and s["step_cov_pct"] < 1e-6
+    assert math.isclose(s["throughput"]["frames_per_s"], 10000.0)
+    assert math.isclose(s["throughput"]["samples_per_s"], 160.0)
+    assert math.isclose(s["throughput"]["audio_s_per_s"], 100.0)
+
+
+def test_warmup_and_first_step_per_shape_are_kept_out():
+    clk = FakeTime()
+    timer = StepTimer("cpu", warmup_steps=2, now=clk)
+    _step(timer, clk, wait=5.0, h2d=0, compute=30.0)                  # compile of shape A, warm-up
+    _step(timer, clk, wait=0.0, h2d=0, compute=0.1)                   # warm-up
+    _step(timer, clk, wait=0.0, h2d=0, compute=20.0, shape=(32, 384))  # first of shape B: compiles
+    for c in (0.1, 0.1, 0.3, 0.1, 0.3):
+        _step(timer, clk, wait=0.0, h2d=0, compute=c)
+    for _ in range(3):
+        _step(timer, clk, wait=0.0, h2d=0, compute=0.2, shape=(32, 384))
+    s = timer.summary()
+    assert s["steps"] == 9 and s["input_bound_pct"] == 0.0
+    a, b = s["step_by_shape"]["16x768"], s["step_by_shape"]["32x384"]
+    assert a["n"] == 5 and math.isclose(a["mean_ms"], 180.0) and a["first_ms"] == pytest.approx(30000.0)
+    ms = np.array([100, 100, 300, 100, 300.0])
+    assert a["cov_pct"] == pytest.approx(ms.std() / ms.mean() * 100)
+    assert b["n"] == 3 and b["cov_pct"] < 1e-6 and b["first_ms"] == pytest.approx(20000.0)
+
+
+def test_window_reports_only_the_steps_since_the_last_call():
+    clk = FakeTime()
+    timer = StepTimer("cpu", now=clk)
+    for _ in range(4):
+        _step(timer, clk, wait=0.05, h2d=0, compute=0.05)
+    assert timer.window()["steps"] == 4
+    for _ in range(2):
+        _step(timer, clk, wait=0.0, h2d=0, compute=0.1)
+    w = timer.window()
+    assert w["steps"] == 2 and w["input_bound_pct"] == 0.0
+    assert timer.summary()["steps"] == 6 and math.isclose(timer.summary()["input_bound_pct"], 100 / 3)
+
+
+def test_no_steps_gives_none_not_zero():
+    s = StepTimer("cpu").summary()
+    assert s["steps"] == 0 and s["input_bound_pct"] is None and s["step_ms"] is None and s["throughput"] == {}
+
+
+class LazyClock:
+    """Device events that only complete when the test says so: flush() must not block on them."""
+
+    def __init__(self):
+        self.t, self.done, self.waits = 0.0, 0.0, 0
+
+    def mark(self):
+        self.t += 0.01
+        return self.t
+
+    def ready(self, m):
+        return m <= self.done
+
+    def wait(self, m):
+        self.waits += 1
+        self.done = max(self.done, m)
+
+    def ms(self, a, b):
+        return (b - a) * 1000
+
+    def release(self, m):
+        pass
+
+
+def test_events_are_read_lazily_without_syncing():
+    timer = StepTimer("cpu")
+    timer._clock = clock = LazyClock()  # stands in for CUDA events
+    for _ in range(3):
+        with timer.compute((8, 64)):
+            pass
+        timer.step_done()
+    w = timer.window()
+    assert clock.waits == 0 and w["step_by_shape"] == {}  # nothing finished on the "GPU" yet
+    clock.done = clock.t
+    timer.window()
+    assert clock.waits == 0 and timer._pending == type(timer._pending)()
+    assert timer.summary()["step_by_shape"]["8x64"]["n"] == 2  # first one is the compile step
+
+
+def test_shape_key():
+    assert shape_key((32, 512, 80)) == "32x512x80" and shape_key("a") == "a"
+
+
+def test_sync_counter_says_why_it_cannot_count_on_cpu():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("CPU-only behaviour")
+    with count_host_syncs() as n:
+        torch.ones(3).sum().item()
+    assert n.count is None and n.reason == "no CUDA device"
