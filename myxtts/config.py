@@ -79,6 +79,9 @@ class ModelConfig:
     dropout: float = _f(0.1, lo=0.0, hi=0.9)
     ref_channels: int = _f(256, lo=8, help="reference encoder conv width")
     n_latents: int = _f(32, lo=1, hi=256, help="perceiver resampler latents")
+    ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
+    ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
+                            "reference: learns the neutral voice used when none is given")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")
@@ -87,6 +90,8 @@ class ModelConfig:
     stop_pos_weight: float = _f(8.0, lo=0.0)
     guided_attn_sigma: float = _f(0.2, lo=0.01, hi=1.0)
     guided_attn_weight: float = _f(1.0, lo=0.0)
+    align_layer: int = _f(0, lo=-64, hi=63, help="decoder layer whose text cross-attention is "
+                          "guided to the diagonal and reported as the alignment (<0: from the end)")
     max_decoder_steps: int = _f(1000, lo=1, help="inference cap, in decoder steps")
     stop_threshold: float = _f(0.5, lo=0.0, hi=1.0)
 
@@ -103,6 +108,7 @@ class VocoderConfig:
 @dataclass
 class TrainConfig:
     max_steps: int = _f(10000, lo=1)
+    time_budget_s: float = _f(0.0, lo=0.0, help="stop (and checkpoint) after this much wall time; 0: none")
     lr: float = _f(1e-3, lo=0.0)
     schedule: str = _f("cosine", choices=["cosine", "noam", "constant"])
     warmup_steps: int = _f(500, lo=0)
@@ -166,7 +172,9 @@ def _coerce(value: Any, typ, key: str):
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
     if typ is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        if isinstance(value, bool):  # YAML 1.1 reads a bare `off`/`on` as a boolean
+            return "on" if value else "off"
+        if not isinstance(value, (str, int, float)):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return str(value)
     raise ConfigError(f"{key}: unsupported type {typ}")  # pragma: no cover - schema bug

@@ -1,0 +1,131 @@
+"""The training step: forward, losses, backward, clipping, optimizer and schedule.
+
+Forward and loss run as one ``torch.compile``d function, which AOTAutograd turns into a
+compiled forward and a compiled backward graph per bucket shape (``dynamic=False``: a fixed
+shape set compiles once each and never again). Clipping runs as foreach kernels and the update
+as one fused AdamW kernel per parameter group.
+
+Nothing here reads a value back to the host. Losses are summed into device tensors and read only
+when the trainer logs; a non-finite loss or gradient norm sets the fused optimizer's
+``found_inf`` flag, which makes the kernel skip the update (step counter included) on the
+device, and bumps two device counters (total skipped, skipped in a row) that the trainer checks
+on logging steps.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from myxtts.config import TrainConfig
+from myxtts.errors import UserError
+from myxtts.train.precision import Precision
+
+COMPILE_MODES = {"default": None, "max-autotune": "max-autotune", "cudagraphs": "reduce-overhead"}
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (one per new shape or recompile)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _allow_many_shapes(n: int = 64) -> None:
+    # Each bucket shape is one cache entry; the default limit (8) would fall back to eager for
+    # a run with more shapes. Newer releases renamed the knob.
+    import torch._dynamo.config as dcfg
+
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(dcfg, knob):
+            setattr(dcfg, knob, max(getattr(dcfg, knob), n))
+    if hasattr(dcfg, "accumulated_cache_size_limit"):
+        dcfg.accumulated_cache_size_limit = max(dcfg.accumulated_cache_size_limit, 4 * n)
+
+
+class TrainStep:
+    def __init__(self, model: torch.nn.Module, core: torch.nn.Module, optimizer, scheduler,
+                 precision: Precision, cfg: TrainConfig):
+        """``model`` is what runs forward (possibly DDP-wrapped); ``core`` the bare XTTS, whose
+        ``losses`` method scores the output."""
+        self.model, self.core, self.opt, self.sched = model, core, optimizer, scheduler
+        self.precision, self.cfg = precision, cfg
+        self.scaler = precision.grad_scaler()
+        self.params = [p for p in core.parameters() if p.requires_grad]
+        dev = precision.device
+        self.skipped_total = torch.zeros((), dtype=torch.long, device=dev)
+        self.skipped_run = torch.zeros((), dtype=torch.long, device=dev)
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = self._micro = 0
+        self.loss_fn = self._forward_loss
+        if cfg.compile != "off":
+            if cfg.compile == "cudagraphs" and dev.type != "cuda":
+                raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
+            _allow_many_shapes()
+            self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
+                                         dynamic=False)
+
+    def _forward_loss(self, batch: dict) -> dict:
+        with self.precision.autocast():
+            out = self.model(batch)
+        return self.core.losses(batch, {k: v.float() for k, v in out.items()})
+
+    def __call__(self, micro_batches: list[dict]) -> None:
+        """One optimizer step over ``grad_accum`` micro-batches."""
+        n = len(micro_batches)
+        total = None
+        for i, batch in enumerate(micro_batches):
+            # DDP all-reduces gradients on the last micro-batch only.
+            sync = contextlib.nullcontext() if i == n - 1 or not hasattr(self.model, "no_sync") \
+                else self.model.no_sync()
+            with sync:
+                losses = self.loss_fn(batch)
+                loss = losses["loss"] / n
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+            for k, v in losses.items():
+                v = v.detach()
+                self._sums[k] = self._sums[k] + v if k in self._sums else v.clone()
+            total = loss.detach() if total is None else total + loss.detach()
+        self._count += 1
+        self._micro += n
+
+        if self.scaler:
+            self.scaler.unscale_(self.opt)
+        max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        bad = ~(torch.isfinite(norm) & torch.isfinite(total))  # 0-dim bool, stays on the device
+        self._sums["grad_norm"] = self._sums.get("grad_norm", 0) + torch.where(bad, 0.0, norm)
+        self.skipped_total += bad
+        self.skipped_run = (self.skipped_run + 1) * bad
+        if self.scaler:
+            self.scaler.step(self.opt)  # skips by itself on inf/nan gradients
+            self.scaler.update()
+        else:
+            self.opt.found_inf = bad.float()
+            self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def read_window(self, reduce=None) -> dict[str, float]:
+        """Mean of each loss since the last call; the one host sync of a logging step.
+        ``reduce`` (e.g. a mean over DDP ranks) is applied to the stacked values first."""
+        if not self._count:
+            return {}
+        keys = sorted(self._sums)
+        stacked = torch.stack([self._sums[k].float() for k in keys] +
+                              [self.skipped_total.float(), self.skipped_run.float()])
+        values = (reduce(stacked) if reduce else stacked).tolist()
+        out = {k: v / (self._count if k == "grad_norm" else self._micro) for k, v in zip(keys, values)}
+        out["skipped_steps"], out["skipped_in_a_row"] = int(values[-2]), int(values[-1])
+        self._sums, self._count, self._micro = {}, 0, 0
+        return out
+
+    def state_dict(self) -> dict:
+        return {"skipped_total": self.skipped_total.cpu(), "skipped_run": self.skipped_run.cpu(),
+                "scaler": self.scaler.state_dict() if self.scaler else {}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.skipped_total.copy_(state["skipped_total"])
+        self.skipped_run.copy_(state["skipped_run"])
+        if self.scaler and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,62 @@
+import math
+
+import torch
+
+from myxtts.config import load
+from myxtts.models.xtts import XTTS
+from myxtts.train.optim import build_optimizer, build_scheduler, lr_lambda
+from myxtts.train.precision import resolve
+from myxtts.train.step import TrainStep
+
+from .conftest import FAST
+
+
+def _batch(n_vocab=20, n_mels=80, b=2, tt=16, tm=32):
+    g = torch.Generator().manual_seed(0)
+    return {"tokens": torch.randint(2, n_vocab, (b, tt), generator=g),
+            "token_lens": torch.tensor([tt, tt - 3]), "mel": torch.randn(b, tm, n_mels, generator=g) - 4,
+            "mel_lens": torch.tensor([tm, tm - 6]), "ref_mel": torch.randn(b, 32, n_mels, generator=g) - 4,
+            "ref_lens": torch.tensor([32, 20]), "speaker": torch.zeros(b, dtype=torch.long)}
+
+
+def _setup(*overrides):
+    cfg = load("tiny", [o for o in FAST if o.startswith("model.")] + list(overrides))
+    torch.manual_seed(0)
+    core = XTTS(cfg.model, 20, 80)
+    opt = build_optimizer(core, cfg.train)
+    step = TrainStep(core, core, opt, build_scheduler(opt, cfg.train), resolve("fp32", torch.device("cpu")),
+                     cfg.train)
+    return core, opt, step
+
+
+def test_non_finite_steps_are_skipped_on_the_device_and_counted():
+    core, opt, step = _setup("train.compile=off")
+    before = [p.detach().clone() for p in core.parameters()]
+    bad = _batch()
+    bad["mel"][0, 0, 0] = float("nan")
+    step([bad])
+    step([bad])
+    assert all(torch.equal(a, p) for a, p in zip(before, core.parameters()))
+    window = step.read_window()
+    assert window["skipped_steps"] == 2 and window["skipped_in_a_row"] == 2
+    step([_batch()])
+    assert not all(torch.equal(a, p) for a, p in zip(before, core.parameters()))
+    window = step.read_window()
+    assert window["skipped_in_a_row"] == 0 and window["skipped_steps"] == 2
+    assert math.isfinite(window["loss"])
+
+
+def test_gradient_accumulation_averages_micro_batches():
+    _, _, step = _setup("train.compile=off")
+    step([_batch(), _batch()])
+    w = step.read_window()
+    assert set(w) >= {"loss", "mel_l1", "grad_norm"} and math.isfinite(w["loss"])
+
+
+def test_schedules():
+    cfg = load(None, ["train.warmup_steps=10", "train.max_steps=100", "train.min_lr_ratio=0.1"])
+    f = lr_lambda(cfg.train)
+    assert f(0) == 0.1 and f(9) == 1.0 and abs(f(99) - 0.1) < 0.01
+    cfg.train.schedule = "noam"
+    g = lr_lambda(cfg.train)
+    assert g(9) == 1.0 and g(39) == 0.5

@@ -1,0 +1,67 @@
+import json
+import signal
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from .conftest import losses, run_train
+
+
+def test_kill9_and_resume_reproduces_the_uninterrupted_losses(lj_cache, tmp_path):
+    steps = ["train.max_steps=10", "train.checkpoint_every=4"]
+    whole = run_train(lj_cache, tmp_path / "whole", *steps)
+    assert whole.returncode == 0, whole.stderr
+    reference = losses(tmp_path / "whole")
+    assert sorted(reference) == list(range(1, 11))
+
+    proc = run_train(lj_cache, tmp_path / "killed", *steps, wait=False)
+    marker = tmp_path / "killed" / "checkpoints" / "step-00000004" / "state.pt"
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = run_train(lj_cache, tmp_path / "killed", *steps)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stderr
+    assert losses(tmp_path / "killed") == reference  # exactly, step by step
+
+
+def test_sigterm_checkpoints_and_exits_cleanly(lj_cache, tmp_path):
+    proc = run_train(lj_cache, tmp_path / "run", "train.max_steps=100000", wait=False)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while (not metrics.exists() or not metrics.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "stop requested" in err and "Resume with the same command" in err
+    ckpts = list((tmp_path / "run" / "checkpoints").glob("step-*/model.safetensors"))
+    assert len(ckpts) == 1
+    assert load_file(str(ckpts[0]))  # plain safetensors, no pickle
+
+
+def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
+    r = run_train(lj_cache, tmp_path / "run", "train.max_steps=3", "train.lr=0.0",
+                  "train.warmup_steps=0", "train.schedule=constant", "train.keep_last=1",
+                  "train.checkpoint_every=1", "train.val_every=3")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train_recs = [x for x in recs if x.get("loss") is not None]
+    assert [x["step"] for x in train_recs] == [1, 2, 3]
+    assert all(x["lr"] == 0.0 for x in train_recs)
+    assert any("val_loss" in x for x in recs)
+    # keep_last=1 leaves a single checkpoint; lr=0 leaves the weights where they started.
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step-00000003"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["recompiles_after_warmup"] == 0
+    assert "where the time went" in r.stderr
+
+
+def test_bad_override_is_a_clear_error(lj_cache, tmp_path):
+    r = run_train(lj_cache, tmp_path / "run", "train.max_stesp=3")
+    assert r.returncode == 2 and "did you mean 'max_steps'" in r.stderr
+    assert "Traceback" not in r.stderr
