@@ -15,6 +15,7 @@ COMMANDS = [
     "myxtts.data.prepare",
     "myxtts.data.cache",
     "myxtts.observe.monitor",
+    "myxtts.infer",
 ]
 
 

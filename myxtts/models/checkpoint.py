@@ -1,0 +1,170 @@
+"""Model files: ONE ``.safetensors`` per model, self-describing, loadable without pickle.
+
+The tensors are the module's ``state_dict``; the safetensors header metadata (all strings) holds
+everything needed to rebuild the module and use it:
+
+    format          "myxtts"            (what makes a file a MyXTTS checkpoint)
+    format_version  "1"                 (bumped when the layout changes incompatibly)
+    kind            "acoustic" | "vocoder"
+    config          the full Config as YAML (audio, text, model, vocoder, ...)
+    vocab           the symbol list as JSON (ids are positions)
+    step            training step, or ""
+    myxtts_version  the package version that wrote it
+
+Writes are atomic (temp file in the same directory + fsync + os.replace), so a crash mid-save
+never leaves a truncated checkpoint where a good one was. Reading uses safetensors alone (no
+torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
+
+These are model exports (the trainer writes one per checkpoint as
+``RUN/checkpoints/step-XXXXXXXX/model.safetensors``); optimizer and sampler state for resuming
+are the trainer's business.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from myxtts import __version__
+from myxtts.config import Config, ConfigError, from_dict
+from myxtts.errors import UserError
+
+FORMAT = "myxtts"
+FORMAT_VERSION = 1
+KINDS = ("acoustic", "vocoder")
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The plain module under torch.compile (``_orig_mod``) and DDP (``module``) wrappers, so
+    keys never carry wrapper prefixes."""
+    while True:
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            return model
+        model = inner
+
+
+def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
+               kind: str = "acoustic", step: int | None = None) -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in _unwrap(model).state_dict().items()}
+    meta = {
+        "format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "kind": kind,
+        "config": yaml.safe_dump(cfg.to_dict(), sort_keys=False),
+        "vocab": json.dumps(list(vocab_symbols), ensure_ascii=False),
+        "step": "" if step is None else str(int(step)),
+        "myxtts_version": __version__,
+    }
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        save_file(state, str(tmp), metadata=meta)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def resolve_checkpoint(run_or_file) -> Path:
+    """A ``.safetensors`` file, or a run directory: its newest
+    ``checkpoints/step-XXXXXXXX/model.safetensors``, else ``RUN/model.safetensors``."""
+    p = Path(run_or_file)
+    if p.is_file():
+        return p
+    if not p.exists():
+        raise UserError(f"checkpoint not found: {p}")
+    steps = []
+    for d in (p / "checkpoints").glob("step-*"):
+        m = _STEP_DIR.match(d.name)
+        if m and (d / "model.safetensors").is_file():
+            steps.append((int(m.group(1)), d / "model.safetensors"))
+    if steps:
+        return max(steps)[1]
+    if (p / "model.safetensors").is_file():
+        return p / "model.safetensors"
+    raise UserError(f"no checkpoint in {p}: expected checkpoints/step-*/model.safetensors "
+                    "or model.safetensors")
+
+
+def read_metadata(path) -> dict:
+    """Validated header metadata of a checkpoint file (reads the header only)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise UserError(f"{path} is not a MyXTTS checkpoint (not a safetensors file: {e})") from None
+    if meta.get("format") != FORMAT:
+        raise UserError(f"{path} is not a MyXTTS checkpoint (no MyXTTS metadata)")
+    version = meta.get("format_version", "?")
+    if version != str(FORMAT_VERSION):
+        raise UserError(f"{path} is a MyXTTS checkpoint of format version {version} (written by "
+                        f"myxtts {meta.get('myxtts_version', '?')}); this myxtts {__version__} "
+                        f"reads format version {FORMAT_VERSION}")
+    if meta.get("kind") not in KINDS:
+        raise UserError(f"{path}: unknown checkpoint kind {meta.get('kind')!r}")
+    return meta
+
+
+def build_model(kind: str, cfg: Config, n_vocab: int) -> nn.Module:
+    """An untrained module of the given kind, shaped by ``cfg``."""
+    if kind == "acoustic":
+        from myxtts.models.xtts import XTTS
+        return XTTS(cfg.model, n_vocab, cfg.audio.n_mels)
+    from myxtts.models.vocoder import HiFiGANGenerator
+    return HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length)
+
+
+def _load_state(model: nn.Module, path: Path, device) -> None:
+    state = load_file(str(path), device=str(device))
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # a tensor of the wrong shape
+        raise UserError(f"{path}: weights do not fit the model its config describes ({e})") from None
+    if missing or unexpected:
+        raise UserError(f"{path}: weights do not fit the model its config describes "
+                        f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def load_weights(model: nn.Module, path) -> dict:
+    """Load a checkpoint's weights into an existing module (e.g. to resume training);
+    returns the validated header metadata."""
+    path = resolve_checkpoint(path)
+    meta = read_metadata(path)
+    target = _unwrap(model)
+    _load_state(target, path, next(target.parameters()).device)
+    return meta
+
+
+def load_model(path, device="cpu"):
+    """→ (model in eval mode, cfg, vocab_symbols, meta). ``path``: a file or a run directory.
+    meta: the header strings, with ``step`` as int or None and ``path`` added."""
+    path = resolve_checkpoint(path)
+    meta = dict(read_metadata(path))
+    try:
+        cfg = from_dict(yaml.safe_load(meta["config"]))
+        vocab = json.loads(meta["vocab"])
+    except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
+        raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None
+    model = build_model(meta["kind"], cfg, len(vocab))
+    _load_state(model, path, device)
+    meta["step"] = int(meta["step"]) if meta.get("step") else None
+    meta["path"] = str(path)
+    return model.to(device).eval(), cfg, vocab, meta

@@ -1,0 +1,194 @@
+"""Building blocks shared by the text encoder, reference encoder and mel decoder.
+
+Everything here is shape-static: padding is handled with boolean masks (True = attend / valid),
+never by slicing to a data-dependent length, so a compiled step sees one graph per bucket shape.
+Self-attention always goes through ``F.scaled_dot_product_attention`` (flash / memory-efficient
+kernels on GPUs); only a cross-attention that must *return* its weights (the decoder's alignment
+layer, needed for the guided-attention loss) computes them explicitly.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm (no mean subtraction, no bias): cheaper than LayerNorm, as stable."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 so bf16 activations do not lose the small-variance channels.
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return xf.type_as(x) * self.weight
+
+
+def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """(T,) or (B, T) integer/float positions → (..., dim) sin/cos encoding (Vaswani et al.).
+
+    Computed on the fly (no table), so any length works, including generation past the longest
+    training utterance; under torch.compile this folds into a couple of fused kernels.
+    """
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=positions.device,
+                                                         dtype=torch.float32) / half)  # (half,)
+    angles = positions.float().unsqueeze(-1) * freqs  # (..., half)
+    pe = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (..., 2*half)
+    if dim % 2:
+        pe = F.pad(pe, (0, 1))
+    return pe
+
+
+class FeedForward(nn.Module):
+    """Position-wise MLP d → ff_mult*d → d with GELU."""
+
+    def __init__(self, dim: int, ff_mult: int, dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, dim * ff_mult)
+        self.fc2 = nn.Linear(dim * ff_mult, dim)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.fc1(x), approximate="tanh")
+        return F.dropout(self.fc2(h), self.dropout, self.training)
+
+
+class KVCache:
+    """Pre-allocated keys/values of one self-attention layer during generation.
+
+    Buffers are sized for the whole generation up front so each step writes in place instead of
+    concatenating (no re-allocation per step, and a fixed layout a CUDA graph could capture).
+    """
+
+    def __init__(self, batch: int, heads: int, max_len: int, head_dim: int, device, dtype):
+        self.k = torch.zeros(batch, heads, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.zeros_like(self.k)
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, pos: int):
+        """Write (B, H, n, dh) at ``pos``; return keys/values up to and including them."""
+        n = k.shape[2]
+        self.k[:, :, pos:pos + n] = k
+        self.v[:, :, pos:pos + n] = v
+        return self.k[:, :, :pos + n], self.v[:, :, :pos + n]
+
+
+class Attention(nn.Module):
+    """Multi-head attention; self- (``kv is None``) or cross-attention.
+
+    mask: bool (B, Tk) key-padding mask, True where the key is real.
+    causal: for self-attention in training (the decoder); with a ``cache`` (generation) the query
+    is the newest step and sees every cached key, so no mask is needed.
+    need_weights: compute attention explicitly and also return head-averaged weights (B, Tq, Tk).
+    """
+
+    def __init__(self, dim: int, n_heads: int, dropout: float, cross: bool = False):
+        super().__init__()
+        assert dim % n_heads == 0, "dim must be divisible by n_heads"
+        self.h, self.dh, self.cross, self.dropout = n_heads, dim // n_heads, cross, dropout
+        if cross:
+            self.q = nn.Linear(dim, dim)
+            self.kv = nn.Linear(dim, 2 * dim)
+        else:
+            self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.h, self.dh).transpose(1, 2)  # (B, H, T, dh)
+
+    def project_kv(self, kv: torch.Tensor):
+        """Memory (B, Tk, d) → keys, values (B, H, Tk, dh); cached once per generation."""
+        k, v = self.kv(kv).chunk(2, dim=-1)
+        return self._heads(k), self._heads(v)
+
+    def forward(self, x, kv=None, mask=None, causal=False, cache: KVCache | None = None,
+                pos: int = 0, kv_proj=None, need_weights=False):
+        b, tq, d = x.shape
+        if self.cross:
+            q = self._heads(self.q(x))  # (B, H, Tq, dh)
+            k, v = kv_proj if kv_proj is not None else self.project_kv(kv)  # (B, H, Tk, dh)
+        else:
+            q, k, v = (self._heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+            if cache is not None:
+                k, v = cache.update(k, v, pos)
+                causal = causal and tq > 1  # one new query may see the whole cache
+        attn_mask = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights:
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)  # (B, H, Tq, Tk)
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
+            probs = torch.softmax(scores.float(), dim=-1).type_as(q)  # (B, H, Tq, Tk)
+            weights = probs.mean(1)  # (B, Tq, Tk)
+            y = torch.matmul(F.dropout(probs, p, self.training), v)  # (B, H, Tq, dh)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p,
+                                               is_causal=causal and attn_mask is None)
+        y = y.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, d)
+        return self.out(y), weights
+
+
+class EncoderBlock(nn.Module):
+    """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN."""
+
+    def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(dim), RMSNorm(dim)
+        self.attn = Attention(dim, n_heads, dropout)
+        self.ff = FeedForward(dim, ff_mult, dropout)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        a, _ = self.attn(self.norm1(x), mask=mask)
+        x = x + F.dropout(a, self.dropout, self.training)
+        return x + self.ff(self.norm2(x))
+
+
+class CrossBlock(nn.Module):
+    """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer."""
+
+    def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
+        super().__init__()
+        self.norm_q, self.norm_kv, self.norm_ff = RMSNorm(dim), RMSNorm(dim), RMSNorm(dim)
+        self.attn = Attention(dim, n_heads, dropout, cross=True)
+        self.ff = FeedForward(dim, ff_mult, dropout)
+
+    def forward(self, x, kv, mask):
+        a, _ = self.attn(self.norm_q(x), kv=self.norm_kv(kv), mask=mask)
+        x = x + a
+        return x + self.ff(self.norm_ff(x))
+
+
+class DecoderBlock(nn.Module):
+    """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
+    the memory ([text ; conditioning latents]), FFN."""
+
+    def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = RMSNorm(dim), RMSNorm(dim), RMSNorm(dim)
+        self.self_attn = Attention(dim, n_heads, dropout)
+        self.cross_attn = Attention(dim, n_heads, dropout, cross=True)
+        self.ff = FeedForward(dim, ff_mult, dropout)
+        self.dropout = dropout
+
+    def forward(self, x, memory=None, mem_mask=None, need_weights=False, cache=None, pos=0,
+                kv_proj=None):
+        a, _ = self.self_attn(self.norm1(x), causal=True, cache=cache, pos=pos)
+        x = x + F.dropout(a, self.dropout, self.training)
+        c, w = self.cross_attn(self.norm2(x), kv=memory, mask=mem_mask, kv_proj=kv_proj,
+                               need_weights=need_weights)
+        x = x + F.dropout(c, self.dropout, self.training)
+        return x + self.ff(self.norm3(x)), w
+
+
+def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """(B,) lengths → (B, max_len) bool, True at valid positions. No host sync."""
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]

@@ -1,0 +1,94 @@
+"""Acoustic-model losses and the alignment metric. Pure tensor code: no ``.item()``, no
+boolean indexing, no host syncs, so the whole thing compiles into the training step.
+
+- ``mel_l1`` / ``postnet_l1``: L1 on natural-log mels, before and after the post-net, averaged
+  over valid frames and mel bins (padding masked by ``mel_lens``).
+- ``stop_bce``: one positive per utterance (the decoder step that emits the last real frame),
+  negatives before it; steps after it are padding and masked. ``stop_pos_weight`` balances the
+  single positive against the ~Tm/r negatives.
+- ``guided_attn``: DC-TTS's guided attention (Tachibana et al. 2017) on the alignment layer's
+  text attention: penalty W[s, n] = 1 - exp(-(n/N - s/S)^2 / (2 sigma^2)), summed over text
+  positions and averaged over valid decoder steps, i.e. "attention mass off the diagonal"
+  in [0, 1].
+- ``attention_diagonality``: share of attention mass within ``band`` of the diagonal, averaged
+  over valid steps and the batch: ~2*band for uniform attention, → 1 for a clean alignment.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from myxtts.config import ModelConfig
+from myxtts.models.layers import length_mask
+
+
+def _masked_l1(pred, target, mask):
+    """pred/target (B, T, M), mask (B, T) → mean |pred - target| over valid frames and bins."""
+    m = mask.unsqueeze(-1).to(pred.dtype)  # (B, T, 1)
+    total = ((pred - target).abs() * m).sum()
+    return total / (m.sum() * pred.shape[-1]).clamp(min=1.0)
+
+
+def decoder_steps(mel_lens: torch.Tensor, reduction: int) -> torch.Tensor:
+    """Valid decoder steps per utterance: ceil(mel_len / r)."""
+    return torch.div(mel_lens + reduction - 1, reduction, rounding_mode="floor")
+
+
+def _relative_distance(token_lens, step_lens, n_steps: int, n_tokens: int):
+    """|n/N - s/S| for every (step, token), (B, S, Tt), and the validity mask of the pair."""
+    s = torch.arange(n_steps, device=token_lens.device, dtype=torch.float32)  # (S,)
+    n = torch.arange(n_tokens, device=token_lens.device, dtype=torch.float32)  # (Tt,)
+    s_rel = s[None, :, None] / step_lens.clamp(min=1)[:, None, None].float()  # (B, S, 1)
+    n_rel = n[None, None, :] / token_lens.clamp(min=1)[:, None, None].float()  # (B, 1, Tt)
+    valid = (length_mask(step_lens, n_steps)[:, :, None]
+             & length_mask(token_lens, n_tokens)[:, None, :])  # (B, S, Tt)
+    return (n_rel - s_rel).abs(), valid
+
+
+def guided_attention_loss(attn, token_lens, mel_lens, reduction: int, sigma: float):
+    """attn (B, S, Tt) text attention rows summing to 1 → expected off-diagonal mass."""
+    step_lens = decoder_steps(mel_lens, reduction)
+    dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
+    w = 1.0 - torch.exp(-dist.pow(2) / (2 * sigma ** 2))  # (B, S, Tt)
+    penalty = (attn.float() * w * valid).sum()
+    return penalty / step_lens.sum().clamp(min=1).float()
+
+
+def attention_diagonality(attn, token_lens, mel_lens, reduction: int, band: float = 0.1):
+    """attn (B, S, Tt) → 0-dim tensor: mean over the batch of the share of attention mass
+    within |n/N - s/S| <= band, over valid steps. A health metric, not a loss."""
+    step_lens = decoder_steps(mel_lens, reduction)
+    dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
+    inside = (attn.float() * ((dist <= band) & valid)).sum(dim=(1, 2))  # (B,)
+    return (inside / step_lens.clamp(min=1).float()).mean()
+
+
+def stop_loss(stop_logits, mel_lens, reduction: int, pos_weight: float):
+    """stop_logits (B, S) → masked BCE with one positive at the last valid step."""
+    step_lens = decoder_steps(mel_lens, reduction)  # (B,)
+    idx = torch.arange(stop_logits.shape[1], device=stop_logits.device)[None, :]  # (1, S)
+    target = (idx == (step_lens - 1)[:, None]).to(stop_logits.dtype)  # (B, S)
+    mask = (idx < step_lens[:, None]).to(stop_logits.dtype)  # (B, S)
+    bce = F.binary_cross_entropy_with_logits(
+        stop_logits.float(), target.float(), reduction="none",
+        pos_weight=torch.tensor(pos_weight, device=stop_logits.device))
+    return (bce * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def xtts_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
+    """All 0-dim tensors; ``loss`` is the weighted total the optimizer minimises,
+    ``attn_diag`` is a detached metric (not part of the loss)."""
+    mel, mel_lens, token_lens = batch["mel"], batch["mel_lens"], batch["token_lens"]
+    frame_mask = length_mask(mel_lens, mel.shape[1])  # (B, Tm)
+    r = cfg.reduction
+    losses = {
+        "mel_l1": _masked_l1(out["mel_pre"].float(), mel.float(), frame_mask),
+        "postnet_l1": _masked_l1(out["mel_post"].float(), mel.float(), frame_mask),
+        "stop_bce": stop_loss(out["stop_logits"], mel_lens, r, cfg.stop_pos_weight),
+        "guided_attn": guided_attention_loss(out["attn"], token_lens, mel_lens, r,
+                                             cfg.guided_attn_sigma),
+    }
+    losses["loss"] = (losses["mel_l1"] + losses["postnet_l1"] + losses["stop_bce"]
+                      + cfg.guided_attn_weight * losses["guided_attn"])
+    losses["attn_diag"] = attention_diagonality(out["attn"].detach(), token_lens, mel_lens, r)
+    return losses

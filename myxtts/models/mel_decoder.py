@@ -1,0 +1,154 @@
+"""Autoregressive mel decoder: pre-net → causal transformer with cross-attention over
+[text memory ; conditioning latents] → r mel frames + a stop logit per step → conv post-net.
+
+Reduction factor r: one decoder step emits r frames, so the sequence the transformer sees is
+Tm / r long (cheaper attention, and a coarser, easier alignment).
+
+Teacher forcing (training): the input of step s is the *last* frame of group s-1; step 0 gets a
+zero "go" frame (zero in the normalised mel space below). Generation feeds back its own output.
+
+Pre-net dropout is always on, training and inference (Tacotron 2): it is the model's defence
+against exposure bias and the source of variation between seeds. At inference it draws its masks
+from a caller-supplied ``torch.Generator`` so a seed reproduces the output exactly.
+
+Mel values are natural-log mels (about -11.5 … 2); internally they are normalised by fixed
+constants (mean -5, std 2, measured on LJSpeech) so inputs and outputs are near unit scale.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from myxtts.config import ModelConfig
+from myxtts.models.layers import DecoderBlock, KVCache, RMSNorm, length_mask, sinusoidal_positions
+
+MEL_MEAN, MEL_STD = -5.0, 2.0
+
+
+def normalize_mel(mel: torch.Tensor) -> torch.Tensor:
+    return (mel - MEL_MEAN) / MEL_STD
+
+
+def denormalize_mel(x: torch.Tensor) -> torch.Tensor:
+    return x * MEL_STD + MEL_MEAN
+
+
+class Prenet(nn.Module):
+    """Two ReLU layers with always-on dropout, then a projection to d_model."""
+
+    def __init__(self, n_mels: int, dim: int, d_model: int, p: float):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(n_mels, dim), nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, d_model)
+        self.p = p
+
+    def _drop(self, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        if self.p == 0.0:
+            return x
+        if generator is None:  # training (and unseeded inference): the fused kernel
+            return F.dropout(x, self.p, training=True)
+        # Drawn on the generator's device then moved: a CPU generator reproduces the same
+        # masks whether the model runs on a CPU or a GPU.
+        keep = torch.rand(x.shape, generator=generator, device=generator.device) >= self.p
+        keep = keep.to(x.device)
+        return x * keep.to(x.dtype) / (1.0 - self.p)
+
+    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        x = self._drop(F.relu(self.fc1(x)), generator)
+        x = self._drop(F.relu(self.fc2(x)), generator)
+        return self.proj(x)
+
+
+class PostNet(nn.Module):
+    """Residual conv stack over the whole mel (non-causal: it runs after generation). Channel
+    LayerNorm instead of Tacotron's BatchNorm, so padded frames never leak into batch statistics
+    and valid outputs do not depend on padding."""
+
+    def __init__(self, n_mels: int, channels: int, layers: int, dropout: float):
+        super().__init__()
+        dims = [n_mels] + [channels] * (layers - 1) + [n_mels]
+        self.convs = nn.ModuleList(nn.Conv1d(i, o, 5, padding=2) for i, o in zip(dims, dims[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(o) for o in dims[1:-1])
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B, T, n_mels) normalised mel, mask (B, T) → residual (B, T, n_mels)."""
+        m = mask[:, None, :].to(x.dtype)  # (B, 1, T)
+        h = x.transpose(1, 2)  # (B, n_mels, T)
+        for i, conv in enumerate(self.convs):
+            h = conv(h * m)  # zero padding before each conv = the unpadded conv's edge padding
+            if i < len(self.norms):
+                h = torch.tanh(self.norms[i](h.transpose(1, 2)).transpose(1, 2))
+                h = F.dropout(h, self.dropout, self.training)
+        return h.transpose(1, 2) * m.transpose(1, 2)
+
+
+class MelDecoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_mels: int):
+        super().__init__()
+        d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
+        self.prenet = Prenet(n_mels, cfg.prenet_dim, d, cfg.prenet_dropout)
+        self.alpha = nn.Parameter(torch.ones(1))
+        self.blocks = nn.ModuleList(
+            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
+            for _ in range(cfg.decoder_layers))
+        # The layer whose cross-attention is guided towards the diagonal and returned as `attn`.
+        self.align_layer = cfg.align_layer % cfg.decoder_layers
+        self.norm = RMSNorm(d)
+        self.mel_out = nn.Linear(d, n_mels * self.r)
+        self.stop_out = nn.Linear(d, 1)
+        self.postnet = PostNet(n_mels, cfg.postnet_channels, cfg.postnet_layers, cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _embed(self, prev: torch.Tensor, start: int, generator=None) -> torch.Tensor:
+        """prev (B, S, n_mels) normalised input frames → (B, S, d) with positions start.."""
+        pos = sinusoidal_positions(torch.arange(start, start + prev.shape[1], device=prev.device),
+                                   self.d)  # (S, d)
+        return self.dropout(self.prenet(prev, generator) + self.alpha * pos.to(prev.dtype))
+
+    def _head(self, h: torch.Tensor):
+        """(B, S, d) → frames (B, S*r, n_mels) normalised, stop logits (B, S)."""
+        h = self.norm(h)
+        b, s, _ = h.shape
+        frames = self.mel_out(h).view(b, s * self.r, self.n_mels)
+        return frames, self.stop_out(h).squeeze(-1)
+
+    def forward(self, mel: torch.Tensor, memory: torch.Tensor, mem_mask: torch.Tensor,
+                mel_lens: torch.Tensor) -> dict:
+        """Teacher-forced pass. mel (B, Tm, n_mels) raw log-mel, Tm a multiple of r;
+        memory (B, Tk, d), mem_mask (B, Tk) → mel_pre/mel_post (B, Tm, n_mels) raw log-mel,
+        stop_logits (B, Tm/r), attn (B, Tm/r, Tk) weights of the alignment layer."""
+        x = normalize_mel(mel)  # (B, Tm, M)
+        last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
+        prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
+        h = self._embed(prev, 0)  # (B, S, d)
+        attn = None
+        for i, block in enumerate(self.blocks):
+            h, w = block(h, memory, mem_mask, need_weights=i == self.align_layer)
+            attn = w if w is not None else attn
+        pre, stop = self._head(h)  # (B, Tm, M), (B, S)
+        frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
+        post = pre + self.postnet(pre, frame_mask)
+        return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
+                "stop_logits": stop, "attn": attn}
+
+    def new_caches(self, batch: int, max_steps: int, device, dtype) -> list[KVCache]:
+        a = self.blocks[0].self_attn
+        return [KVCache(batch, a.h, max_steps, a.dh, device, dtype) for _ in self.blocks]
+
+    def project_memory(self, memory: torch.Tensor):
+        """Cross-attention keys/values of every layer, computed once per generation."""
+        return [block.cross_attn.project_kv(memory) for block in self.blocks]
+
+    def step(self, prev: torch.Tensor, pos: int, caches, kv_projs, mem_mask, generator=None):
+        """One generation step. prev (B, 1, n_mels) normalised → frames (B, r, n_mels)
+        normalised, stop logit (B,), alignment weights (B, Tk)."""
+        h = self._embed(prev, pos, generator)  # (B, 1, d)
+        attn = None
+        for i, block in enumerate(self.blocks):
+            h, w = block(h, mem_mask=mem_mask, need_weights=i == self.align_layer,
+                         cache=caches[i], pos=pos, kv_proj=kv_projs[i])
+            attn = w if w is not None else attn
+        frames, stop = self._head(h)
+        return frames, stop[:, 0], attn[:, 0]

@@ -1,0 +1,57 @@
+"""Reference encoder: a reference mel (another utterance of the target voice) → K conditioning
+latents, as in XTTS's conditioning encoder + perceiver resampler.
+
+    ref mel (B, Tr, n_mels) → conv stack (x4 downsampling in time) → (B, Tr/4, d)
+      → perceiver resampler: K learned latents cross-attend to [features ; themselves]
+      → (B, K, d)
+
+Padding: positions beyond ``ref_lens`` are zeroed before every convolution, which is exactly what
+a convolution's own zero padding would see at the end of an unpadded clip; so outputs do not
+depend on how much padding a batch carries. The resampler masks them as keys.
+
+No reference (``ref_lens == 0``): because the latents also attend to themselves, a fully masked
+reference still gives a well-defined output that depends only on learned weights: the *neutral
+voice*. Training drops the reference with probability ``model.ref_dropout`` so that this neutral
+voice is learned (synthesis without ``--reference`` uses it).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from myxtts.config import ModelConfig
+from myxtts.models.layers import CrossBlock, RMSNorm, length_mask
+
+
+class ReferenceEncoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_mels: int):
+        super().__init__()
+        c, d = cfg.ref_channels, cfg.d_model
+        # (in, out, stride): two stride-2 layers give 4x fewer keys for the resampler, so a 10 s
+        # reference (~860 frames) costs ~215 keys.
+        spec = [(n_mels, c, 1), (c, c, 2), (c, c, 2)]
+        self.convs = nn.ModuleList(nn.Conv1d(i, o, 3, stride=s, padding=1) for i, o, s in spec)
+        self.strides = [s for _, _, s in spec]
+        self.proj = nn.Linear(c, d)
+        self.latents = nn.Parameter(torch.randn(cfg.n_latents, d) * 0.02)  # (K, d)
+        self.blocks = nn.ModuleList(
+            CrossBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout) for _ in range(cfg.ref_layers))
+        self.norm = RMSNorm(d)
+
+    def forward(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor) -> torch.Tensor:
+        """ref_mel (B, Tr, n_mels) normalised log-mel, ref_lens (B,) → latents (B, K, d)."""
+        b = ref_mel.shape[0]
+        lens = ref_lens
+        x = ref_mel.transpose(1, 2)  # (B, n_mels, Tr)
+        for conv, stride in zip(self.convs, self.strides):
+            x = x * length_mask(lens, x.shape[-1])[:, None, :].to(x.dtype)  # zero the padding
+            x = F.gelu(conv(x))  # (B, C, T')
+            lens = (lens + stride - 1) // stride  # ceil: a k=3, pad=1 conv keeps ceil(L / s)
+        feats = self.proj(x.transpose(1, 2))  # (B, Tr', d)
+        mask = length_mask(lens, feats.shape[1])  # (B, Tr')
+        lat = self.latents.unsqueeze(0).expand(b, -1, -1)  # (B, K, d)
+        mask = torch.cat([mask, mask.new_ones(b, lat.shape[1])], dim=1)  # (B, Tr' + K)
+        for block in self.blocks:
+            lat = block(lat, torch.cat([feats, lat], dim=1), mask)  # (B, K, d)
+        return self.norm(lat)

@@ -1,0 +1,151 @@
+"""The XTTS-style acoustic model: text encoder + reference encoder + autoregressive mel decoder.
+
+    tokens (B, Tt) ──TextEncoder──▶ text memory (B, Tt, d) ─┐
+    ref_mel (B, Tr, M) ──ReferenceEncoder──▶ latents (B, K, d) ┴─▶ memory (B, Tt+K, d)
+    mel (B, Tm, M) ──MelDecoder(teacher forcing, cross-attends memory)──▶ mel_pre/mel_post,
+                                                                          stop_logits, attn
+
+Single-device plain PyTorch: no distributed imports, no torch.compile, no autocast in here; the
+trainer applies those from outside. ``forward`` and ``losses`` are free of host syncs and of
+data-dependent shapes, so one compiled graph serves each bucket shape.
+
+The returned ``attn`` is the alignment layer's attention restricted to the text keys and
+renormalised to sum to one per step: the softmax also covers the conditioning latents, and
+without renormalising the guided-attention loss could be dodged by moving mass onto latents.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from myxtts.audio import LOG_FLOOR
+from myxtts.config import ModelConfig
+from myxtts.models.layers import Attention, FeedForward, length_mask
+from myxtts.models.losses import attention_diagonality, xtts_losses
+from myxtts.models.mel_decoder import MelDecoder, denormalize_mel, normalize_mel
+from myxtts.models.reference_encoder import ReferenceEncoder
+from myxtts.models.text_encoder import TextEncoder
+
+LOG_SILENCE = math.log(LOG_FLOOR)
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+class XTTS(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_vocab: int, n_mels: int):
+        super().__init__()
+        self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
+        self.text_encoder = TextEncoder(cfg, n_vocab)
+        self.ref_encoder = ReferenceEncoder(cfg, n_mels)
+        self.decoder = MelDecoder(cfg, n_mels)
+        n_layers = cfg.text_layers + cfg.decoder_layers
+        self.apply(lambda m: self._init_weights(m, n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module, n_layers: int) -> None:
+        # GPT-2 style: small normal weights; residual-branch outputs shrunk by 1/sqrt(2L) so
+        # the residual stream's variance does not grow with depth (matters for the 30-layer
+        # preset).
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=module.embedding_dim ** -0.5)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        if isinstance(module, Attention):
+            nn.init.normal_(module.out.weight, std=0.02 / math.sqrt(2 * n_layers))
+        elif isinstance(module, FeedForward):
+            nn.init.normal_(module.fc2.weight, std=0.02 / math.sqrt(2 * n_layers))
+
+    # ------------------------------------------------------------------------ conditioning
+    def encode(self, tokens, token_lens, ref_mel, ref_lens):
+        """→ memory (B, Tt+K, d), memory mask (B, Tt+K) bool."""
+        text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
+        if self.training and self.cfg.ref_dropout > 0:
+            # Drop the reference for some samples (by masking it out, shapes unchanged) so the
+            # resampler learns a neutral voice for reference-free synthesis.
+            drop = torch.rand(ref_lens.shape, device=ref_lens.device) < self.cfg.ref_dropout
+            ref_lens = torch.where(drop, torch.zeros_like(ref_lens), ref_lens)
+        latents = self.ref_encoder(normalize_mel(ref_mel), ref_lens)  # (B, K, d)
+        memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
+        mask = torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
+        return memory, mask
+
+    @staticmethod
+    def _text_attention(attn: torch.Tensor, n_text: int) -> torch.Tensor:
+        """(B, S, Tt+K) → (B, S, Tt), renormalised over the text keys."""
+        a = attn[..., :n_text].float()
+        return a / a.sum(-1, keepdim=True).clamp(min=1e-8)
+
+    # ------------------------------------------------------------------------ training
+    def forward(self, batch: dict) -> dict:
+        """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens (see data.loader) →
+        mel_pre, mel_post (B, Tm, M), stop_logits (B, Tm/r), attn (B, Tm/r, Tt)."""
+        tokens = batch["tokens"]
+        memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
+                                   batch["ref_lens"])
+        out = self.decoder(batch["mel"], memory, mask, batch["mel_lens"])
+        out["attn"] = self._text_attention(out["attn"], tokens.shape[1])
+        return out
+
+    def losses(self, batch: dict, out: dict) -> dict:
+        """0-dim tensors: loss (total), mel_l1, postnet_l1, stop_bce, guided_attn, attn_diag."""
+        return xtts_losses(self.cfg, batch, out)
+
+    def diagonality(self, batch: dict, out: dict, band: float = 0.1) -> torch.Tensor:
+        return attention_diagonality(out["attn"], batch["token_lens"], batch["mel_lens"],
+                                     self.cfg.reduction, band)
+
+    # ------------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
+                 stop_threshold=None, generator: torch.Generator | None = None):
+        """KV-cached autoregressive synthesis of a batch of sentences; each stops on its own
+        stop token. → mels (B, T, M) raw log-mel (silence past each length), mel_lens (B,),
+        attn (B, T/r, Tt). Deterministic for a given ``generator`` state (it drives the
+        always-on pre-net dropout; other dropout is off here). ``ref_lens == 0`` → neutral
+        voice."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self._generate(tokens, token_lens, ref_mel, ref_lens,
+                                  max_steps or self.cfg.max_decoder_steps,
+                                  self.cfg.stop_threshold if stop_threshold is None
+                                  else stop_threshold, generator)
+        finally:
+            self.train(was_training)
+
+    def _generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps, threshold, generator):
+        b, n_text, r, dec = tokens.shape[0], tokens.shape[1], self.cfg.reduction, self.decoder
+        memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)
+        kv = dec.project_memory(memory)
+        caches = dec.new_caches(b, max_steps, memory.device, memory.dtype)
+        prev = memory.new_zeros(b, 1, self.n_mels)  # the "go" frame, (B, 1, M)
+        done = torch.zeros(b, dtype=torch.bool, device=memory.device)
+        lens = torch.full((b,), max_steps * r, dtype=torch.long, device=memory.device)
+        frames, attns = [], []
+        for t in range(max_steps):
+            f, stop, a = dec.step(prev, t, caches, kv, mask, generator)  # (B, r, M), (B,), (B, Tk)
+            frames.append(f)
+            attns.append(a)
+            fired = (torch.sigmoid(stop.float()) > threshold) & ~done
+            lens = torch.where(fired, torch.full_like(lens, (t + 1) * r), lens)
+            done = done | fired
+            prev = f[:, -1:]
+            # Checking on the host costs a device sync, so only every 8 steps; finished
+            # sentences keep decoding meanwhile and are masked below.
+            if t % 8 == 7 and bool(done.all()):
+                break
+        pre = torch.cat(frames, dim=1)  # (B, T, M) normalised
+        frame_mask = length_mask(lens, pre.shape[1])  # (B, T)
+        post = denormalize_mel(pre + dec.postnet(pre, frame_mask))
+        mels = torch.where(frame_mask[..., None], post, torch.full_like(post, LOG_SILENCE))
+        attn = self._text_attention(torch.stack(attns, dim=1), n_text)  # (B, T/r, Tt)
+        return mels, lens, attn
