@@ -1,0 +1,391 @@
+"""Loader assembly, the device prefetcher, and the trainer's endless, resumable batch stream.
+
+Data path::
+
+    BucketSampler ──BatchPlan──▶ DataLoader workers (CachedBatches: slice + pad into shared mem)
+        ──▶ pin-memory thread ──▶ DevicePrefetcher (H2D copy of batch N+1 on a side stream
+        while step N runs; OnTheFlyMel here in on-the-fly mode) ──▶ training step
+
+The sampler runs in the main process and yields whole-batch plans; ``batch_size=None`` makes
+each plan one DataLoader item, so workers collate whole batches and the DataLoader keeps them
+in sampler order no matter which worker finishes first. Nothing random happens in workers, so
+order and content depend only on (seed, epoch, position): resume is exact.
+
+Trainer usage::
+
+    cache = Cache(cfg_path_or_dir)
+    train = make_loader(cache, cfg, "train", rank=rank, world_size=world)
+    stream = BatchStream(train, device, transform=otf_mel(cache, cfg))  # transform None if cached
+    stream.load_state_dict(ckpt["data"])                  # optional: exact mid-epoch resume
+    batch = next(stream); stream.last_wait_s              # device tensors; data-wait seconds
+    ckpt["data"] = stream.state_dict()
+    for batch in DevicePrefetcher(make_loader(cache, cfg, "val"), device, otf_mel(...)): ...
+"""
+from __future__ import annotations
+
+import collections
+import math
+import mmap
+import multiprocessing as mp
+import queue
+import threading
+import time
+import weakref
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from myxtts.config import Config
+from myxtts.data.dataset import CachedBatches, SlotRef, widen
+from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
+from myxtts.data.sampler import BatchPlan, BucketSampler, round_up
+
+
+class SlotRing:
+    """Batch-sized slots of anonymous shared memory, mapped before the workers fork.
+
+    Writing a batch into memory that was already written before costs a plain memcpy; writing
+    into a fresh shared-memory segment (what DataLoader workers normally do, one per tensor per
+    batch) first faults in and zeroes every page, several times slower on a VM. The sampler side
+    acquires a slot per dispatched batch, the consumer side releases it once copied out; when
+    none is free (never, with n_slots > batches in flight) the batch falls back to fresh memory.
+    """
+
+    ALIGN = 64
+
+    def __init__(self, n_slots: int, slot_bytes: int):
+        self.n_slots, self.slot_bytes = n_slots, int(round_up(max(slot_bytes, 1), 4096))
+        self.buf = mmap.mmap(-1, n_slots * self.slot_bytes)  # MAP_SHARED | MAP_ANONYMOUS
+        self._free = collections.deque(range(n_slots))
+        self._lock = threading.Lock()
+
+    @classmethod
+    def nbytes(cls, layout) -> int:
+        return sum(round_up(math.prod(shape) * _itemsize(dt), cls.ALIGN) for _, dt, shape in layout)
+
+    def views(self, slot: int, layout) -> dict[str, torch.Tensor]:
+        out, offset = {}, slot * self.slot_bytes
+        for name, dtype, shape in layout:
+            n = math.prod(shape)
+            out[name] = torch.frombuffer(self.buf, dtype=dtype, count=n, offset=offset).view(shape)
+            offset += round_up(n * _itemsize(dtype), self.ALIGN)
+        return out
+
+    def acquire(self) -> int | None:
+        with self._lock:
+            return self._free.popleft() if self._free else None
+
+    def release(self, slot: int) -> None:
+        with self._lock:
+            self._free.append(slot)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._free = collections.deque(range(self.n_slots))
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+class _SlotSampler(Sampler):
+    """The DataLoader's sampler: the BucketSampler's plans, each with a free ring slot."""
+
+    def __init__(self, sampler: BucketSampler, ring: SlotRing | None):
+        self.sampler, self.ring = sampler, ring
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        for plan in self.sampler:
+            yield plan._replace(slot=self.ring.acquire()) if self.ring is not None else plan
+
+
+class BatchLoader:
+    """What make_loader returns: iterate it like a DataLoader (``.sampler`` is the
+    BucketSampler, ``.dataset`` the batch builder, ``.dataloader`` the torch DataLoader).
+
+    A background thread (like the DataLoader's pin-memory thread, on CPU too) takes finished
+    batches, copies them out of their ring slot (into pinned memory when pinning is on) and
+    frees the slot, so the training thread only ever pops a ready batch from a queue.
+    ``iter(loader)`` yields the batch contract; :meth:`iter_compact` the compact form (float16
+    mels) that the DevicePrefetcher widens on the GPU after a copy of half the bytes.
+    """
+
+    def __init__(self, dataloader: DataLoader, sampler: BucketSampler, ring: SlotRing | None,
+                 pin: bool):
+        self.dataloader, self.sampler, self.ring, self.pin = dataloader, sampler, ring, pin
+        self.dataset = dataloader.dataset
+        self._active = None  # weakref to the running _HostIter
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        return _HostIter(self, compact=False)
+
+    def iter_compact(self):
+        return _HostIter(self, compact=True)
+
+
+class _HostIter:
+    """One pass (or, with an infinite sampler, an endless run) over a BatchLoader."""
+
+    QUEUE = 2  # ready batches held by the thread; more buffering would only cost memory
+
+    def __init__(self, loader: BatchLoader, compact: bool):
+        previous = loader._active() if loader._active is not None else None
+        if previous is not None:
+            # A persistent DataLoader has ONE iterator, reset by iter(): the old thread must
+            # stop using it (and the ring) before the new pass starts.
+            previous.close(join=True)
+        if loader.ring is not None:
+            loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
+        it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
+        self._queue: queue.Queue = queue.Queue(self.QUEUE)
+        self._stop = threading.Event()
+        # The thread holds no reference to self, so an abandoned iterator is collected, which
+        # stops its thread.
+        self._thread: threading.Thread | None = threading.Thread(
+            target=_host_loop, args=(it, loader, compact, self._queue, self._stop),
+            name="myxtts-batches", daemon=True)
+        self._thread.start()
+        loader._active = weakref.ref(self)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        if self._thread is None:
+            raise StopIteration
+        kind, value = self._queue.get()
+        if kind == "batch":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self, join: bool = False) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            if join:
+                thread.join()
+
+    def __del__(self):
+        self.close()
+
+
+def _to_host(loader: BatchLoader, item, compact: bool) -> dict:
+    """A worker's result → tensors that own their memory (pinned if asked); frees its slot."""
+    in_ring = isinstance(item, SlotRef)
+    src = loader.ring.views(item.plan.slot, loader.dataset.layout(item.plan)) if in_ring else item
+    out = src if compact else widen(src)  # widen makes new mel tensors, keeps the others
+    if loader.pin:
+        out = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True).copy_(v)
+               if v is src[k] else v.pin_memory() for k, v in out.items()}
+    elif in_ring:
+        out = {k: v.clone() if v is src[k] else v for k, v in out.items()}
+    if in_ring:
+        loader.ring.release(item.plan.slot)
+    return out
+
+
+def _host_loop(it, loader: BatchLoader, compact: bool, out: queue.Queue, stop: threading.Event):
+    try:
+        for item in it:
+            batch = _to_host(loader, item, compact)
+            while not stop.is_set():
+                try:
+                    out.put(("batch", batch), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+        out.put(("end", None))
+    except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+        out.put(("error", e))
+
+
+def make_sampler(cache, cfg: Config, split: str = "train", *, rank: int = 0, world_size: int = 1,
+                 seed: int | None = None, shuffle: bool | None = None) -> BucketSampler:
+    """Shapes are planned over ALL utterances (train + val), so both splits share them."""
+    return BucketSampler.from_config(
+        cache.n_frames, cache.n_tokens, cfg.data, cache.indices(split),
+        plan_indices=np.arange(len(cache)), shuffle=(split == "train") if shuffle is None else shuffle,
+        seed=cfg.train.seed if seed is None else seed, rank=rank, world_size=world_size)
+
+
+def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, world_size: int = 1,
+                epoch: int = 0, seed: int | None = None, with_wav: bool = False,
+                num_workers: int | None = None, shuffle: bool | None = None,
+                persistent_workers: bool | None = None) -> BatchLoader:
+    """One split's loader. ``loader.sampler`` is the BucketSampler (set_epoch, state_dict,
+    shapes, padding_report); ``loader.dataset`` builds batches (CachedBatches or on-the-fly).
+
+    Training references come from training utterances only; validation ones from any."""
+    d = cfg.data
+    sampler = make_sampler(cache, cfg, split, rank=rank, world_size=world_size, seed=seed,
+                           shuffle=shuffle)
+    sampler.set_epoch(epoch)
+    cls = OnTheFlyBatches if d.on_the_fly else CachedBatches
+    pool = cache.indices("train") if split == "train" else np.arange(len(cache))
+    if split == "train" and pool.size == 0:
+        pool = np.arange(len(cache))
+    dataset = cls(cache, ref_seconds=d.ref_seconds, pad_multiple=d.pad_multiple,
+                  seed=sampler.seed, ref_pool=pool, with_wav=with_wav and not d.on_the_fly)
+    workers = d.num_workers if num_workers is None else num_workers
+    persistent = (split == "train") if persistent_workers is None else persistent_workers
+    persistent = persistent and workers > 0
+    fork = "fork" in mp.get_all_start_methods()
+    ring = None
+    if persistent and fork and len(sampler.buckets):
+        # Slots for every batch the DataLoader keeps in flight, plus the one being copied out.
+        # Only with persistent workers: a new iterator then drains the old one's tasks first.
+        biggest = max(SlotRing.nbytes(dataset.layout(_plan_of(b))) for b in sampler.buckets)
+        ring = SlotRing(d.prefetch_factor * workers + 2, biggest)
+        dataset.ring = ring
+    loader = DataLoader(
+        dataset, batch_size=None, sampler=_SlotSampler(sampler, ring), num_workers=workers,
+        pin_memory=False,  # the BatchLoader thread pins (out of the ring) itself
+        persistent_workers=persistent,
+        prefetch_factor=d.prefetch_factor if workers > 0 else None,
+        worker_init_fn=_worker_init if workers > 0 else None,
+        multiprocessing_context="fork" if workers > 0 and fork else None)
+    return BatchLoader(loader, sampler, ring, pin=d.pin_memory and torch.cuda.is_available())
+
+
+def _plan_of(bucket) -> BatchPlan:
+    return BatchPlan(np.zeros(bucket.batch_size, np.int64), 0, bucket.mel_len, bucket.text_len, 0, 0)
+
+
+def _worker_init(_: int) -> None:
+    torch.set_num_threads(1)  # workers copy arrays; threads would only fight the trainer
+
+
+def otf_mel(cache, cfg: Config, with_wav: bool = False) -> OnTheFlyMel | None:
+    """The device-side mel transform on-the-fly mode needs (None in cached mode)."""
+    return OnTheFlyMel(cache.audio_cfg, with_wav=with_wav) if cfg.data.on_the_fly else None
+
+
+class DevicePrefetcher:
+    """Iterates ``loader`` with batch N+1 already on ``device`` when step N asks for it.
+
+    On CUDA the copy of N+1 is issued on a side stream (non_blocking from pinned memory) right
+    after batch N is handed out, so it overlaps step N; the consumer's stream waits on that
+    stream (no host sync) and every tensor is ``record_stream``-ed so the caching allocator does
+    not reuse its memory while the step still reads it. On CPU it is a pass-through.
+
+    ``last_wait_s``: seconds the consumer was blocked in the last ``next()``: the loader not
+    having the batch ready plus the (host-side) cost of issuing the copy. ``total_wait_s`` sums
+    them; input-bound % = total_wait_s / wall time (design.md §5).
+    """
+
+    def __init__(self, loader, device, transform=None):
+        self.loader, self.device = loader, torch.device(device)
+        self.transform = transform.to(self.device) if isinstance(transform, torch.nn.Module) else transform
+        self.cuda = self.device.type == "cuda"
+        self.stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.last_wait_s = self.total_wait_s = 0.0
+        self.batches = 0
+        self._it = None
+        self._next = None
+
+    def _load(self):
+        try:
+            host = next(self._it)
+        except StopIteration:
+            return None
+        if not self.cuda:
+            return self.transform(host) if self.transform is not None else host
+        with torch.cuda.stream(self.stream):
+            batch = widen({k: v.to(self.device, non_blocking=True) for k, v in host.items()})
+            return self.transform(batch) if self.transform is not None else batch
+
+    def __iter__(self):
+        # On CUDA, fetch the compact form: half the bytes to pin and copy, widened on the GPU.
+        compact = self.cuda and hasattr(self.loader, "iter_compact")
+        self._it = self.loader.iter_compact() if compact else iter(self.loader)
+        self._next = None
+        return self
+
+    def __next__(self):
+        t0 = time.perf_counter()
+        if self._it is None:
+            iter(self)
+        batch = self._next if self._next is not None else self._load()
+        if batch is None:
+            self._it = None
+            raise StopIteration
+        if self.cuda:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_stream(self.stream)
+            for v in batch.values():
+                if torch.is_tensor(v):
+                    v.record_stream(current)
+        self._next = self._load()  # fetch + issue the copy of N+1; it overlaps step N
+        self.last_wait_s = time.perf_counter() - t0
+        self.total_wait_s += self.last_wait_s
+        self.batches += 1
+        return batch
+
+
+class BatchStream:
+    """Endless batches for the trainer: epochs follow each other with no gap (the sampler runs
+    on into the next epoch, so the loader never drains at a boundary), and ``state_dict()`` is
+    the position of the batches *handed out* (not of what workers prefetched), so a resumed run
+    continues with exactly the batch the interrupted one would have trained on next."""
+
+    def __init__(self, loader: BatchLoader, device="cpu", transform=None):
+        self.loader, self.sampler = loader, loader.sampler
+        self.device, self.transform = device, transform
+        self.epoch, self.position = self.sampler.epoch, self.sampler.state_dict()["position"]
+        self.epoch_len = len(self.sampler)
+        self._pf: DevicePrefetcher | None = None
+
+    def state_dict(self) -> dict:
+        state = self.sampler.state_dict()  # seed, world size, fingerprint of the data
+        state.update(epoch=self.epoch, position=self.position)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.close()
+        self.sampler.load_state_dict(state)
+        self.epoch, self.position = self.sampler.epoch, self.sampler.state_dict()["position"]
+
+    def _start(self) -> None:
+        if self.epoch_len == 0:
+            raise ValueError("the split has no utterances; nothing to train on")
+        if self.position >= self.epoch_len:
+            self.epoch, self.position = self.epoch + 1, 0
+        self.sampler.infinite = True
+        self.sampler.load_state_dict({"epoch": self.epoch, "position": self.position})
+        self._pf = iter(DevicePrefetcher(self.loader, self.device, self.transform))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._pf is None:
+            self._start()
+        batch = next(self._pf)
+        self.position += 1
+        if self.position == self.epoch_len:
+            self.epoch, self.position = self.epoch + 1, 0
+        return batch
+
+    @property
+    def last_wait_s(self) -> float:
+        return self._pf.last_wait_s if self._pf else 0.0
+
+    @property
+    def total_wait_s(self) -> float:
+        return self._pf.total_wait_s if self._pf else 0.0
+
+    def close(self) -> None:
+        """Drop the running iterator (workers of a persistent loader stay up for reuse)."""
+        self._pf = None

@@ -1,0 +1,120 @@
+"""make_loader / DevicePrefetcher / BatchStream on a small real cache: same tensors whichever
+way they travel (workers + shared-memory ring, in-process, compact + widened), exact resume."""
+import numpy as np
+import pytest
+import torch
+
+from myxtts.config import load
+from myxtts.data.cache import Cache
+from myxtts.data.dataset import widen
+from myxtts.data.loader import BatchStream, DevicePrefetcher, make_loader, otf_mel
+
+from .test_dataset import multi_speaker_cache
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return Cache(multi_speaker_cache(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    # a tiny budget so the 8 training clips make several batches and shapes
+    return load(None, ["data.pad_multiple=16", "data.frame_budget=1800", "data.num_workers=2",
+                       "data.prefetch_factor=2"])
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+
+
+def take(it, n):
+    return [next(it) for _ in range(n)]
+
+
+def endless(loader, compact=False):
+    loader.sampler.infinite = True
+    return loader.iter_compact() if compact else iter(loader)
+
+
+def test_workers_ring_inprocess_and_compact_paths_agree(cache, cfg):
+    n = 12  # several epochs: the ring is reused many times over
+    ref = take(endless(make_loader(cache, cfg, num_workers=0, with_wav=True)), n)
+    ring_loader = make_loader(cache, cfg, with_wav=True)
+    assert ring_loader.ring is not None  # persistent workers on Linux: the shared-memory ring
+    got = take(endless(ring_loader), n)
+    compact = [widen(b) for b in take(endless(make_loader(cache, cfg, with_wav=True), compact=True), n)]
+    fresh = take(endless(make_loader(cache, cfg, with_wav=True, persistent_workers=False)), n)
+    for r, g, c, f in zip(ref, got, compact, fresh):
+        assert same(r, g) and same(r, c) and same(r, f)
+        assert r["mel"].dtype == torch.float32 and r["wav"].dtype == torch.float32
+
+
+def test_a_finite_loader_is_one_epoch_and_batches_survive_later_ones(cache, cfg):
+    loader = make_loader(cache, cfg)
+    first = list(loader)
+    assert len(first) == len(loader) == len(loader.sampler)
+    snapshot = [{k: v.clone() for k, v in b.items()} for b in first]
+    loader.sampler.set_epoch(1)
+    list(loader)  # reuses the ring slots; earlier batches must not change under the caller
+    assert all(same(a, b) for a, b in zip(first, snapshot))
+    real = np.concatenate([b["index"].numpy()[:p.n_real] for b, p in zip(first, loader.sampler.plan(0))])
+    assert sorted(real) == sorted(cache.indices("train"))
+
+
+def test_prefetcher_delivers_the_plain_loaders_tensors(cache, cfg):
+    plain = list(make_loader(cache, cfg))
+    pf = DevicePrefetcher(make_loader(cache, cfg), "cpu")
+    got = list(pf)
+    assert len(got) == len(plain) == pf.batches
+    assert all(same(a, b) for a, b in zip(plain, got))
+    assert pf.total_wait_s >= pf.last_wait_s >= 0.0
+
+
+def test_stream_resumes_exactly_mid_epoch_and_across_epochs(cache, cfg):
+    first = BatchStream(make_loader(cache, cfg))
+    epoch_len = first.epoch_len
+    steps = epoch_len + 2  # stop inside the second epoch
+    run = take(first, steps)
+    state = first.state_dict()
+    assert (state["epoch"], state["position"]) == (1, 2)
+    expected = take(first, epoch_len + 3)  # what the uninterrupted run trains on next
+    resumed = BatchStream(make_loader(cache, cfg))
+    resumed.load_state_dict(state)
+    again = take(resumed, epoch_len + 3)
+    assert all(same(a, b) for a, b in zip(expected, again))
+    total = 2 + epoch_len + 3
+    assert (resumed.state_dict()["epoch"], resumed.state_dict()["position"]) == \
+        (1 + total // epoch_len, total % epoch_len)
+    assert not same(run[0], run[epoch_len]) or epoch_len == 1  # epochs reshuffle
+
+
+def test_ddp_ranks_split_the_epoch(cache, cfg):
+    for world in (2, 3):
+        loaders = [make_loader(cache, cfg, rank=r, world_size=world, num_workers=0) for r in range(world)]
+        plans = [ld.sampler.plan(0) for ld in loaders]
+        assert len({len(p) for p in plans}) == 1
+        real = [i for p in plans for b in p for i in b.indices[:b.n_real]]
+        assert sorted(real) == sorted(cache.indices("train"))
+        for ld, p in zip(loaders, plans):  # each rank's tensors are its own plan's batches
+            for b, plan in zip(ld, p):
+                assert np.array_equal(b["index"].numpy(), plan.indices)
+
+
+def test_validation_uses_training_shapes(cache, cfg):
+    train, val = make_loader(cache, cfg), make_loader(cache, cfg, "val")
+    assert set(val.sampler.shapes()) <= set(train.sampler.shapes())
+    seen = sorted(i for b, p in zip(val, val.sampler.plan()) for i in b["index"][:p.n_real].tolist())
+    assert seen == sorted(cache.indices("val"))
+
+
+def test_on_the_fly_stream_yields_the_contract(cache, cfg):
+    otf = load(None, ["data.pad_multiple=16", "data.frame_budget=1800", "data.on_the_fly=true",
+                      "data.num_workers=1"])
+    loader = make_loader(cache, otf)
+    stream = BatchStream(loader, "cpu", transform=otf_mel(cache, otf))
+    cached = BatchStream(make_loader(cache, cfg, num_workers=0))
+    for a, b in zip(take(stream, 2), take(cached, 2)):
+        assert a.keys() == b.keys()
+        assert all(a[k].shape == b[k].shape for k in a)
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a["tokens"], b["tokens"])
