@@ -14,8 +14,13 @@ from myxtts.errors import UserError
 COMMANDS = [
     "myxtts.data.prepare",
     "myxtts.data.cache",
-    "myxtts.observe.monitor",
+    "myxtts.train.trainer",
     "myxtts.infer",
+    "myxtts.observe.monitor",
+    "myxtts.observe.doctor",
+    "myxtts.observe.profile",
+    "myxtts.observe.tune",
+    "myxtts.demo",
 ]
 
 

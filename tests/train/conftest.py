@@ -24,7 +24,7 @@ FAST = ["model.d_model=64", "model.n_heads=2", "model.text_layers=1", "model.dec
 @pytest.fixture(scope="session")
 def lj_cache(tmp_path_factory):
     out = tmp_path_factory.mktemp("cache") / "lj"
-    prepare(LJ, out, load(), progress=False)
+    prepare(LJ, out, load(None, ["data.val_fraction=0.25"]), progress=False)  # 2 held out
     return out
 
 
