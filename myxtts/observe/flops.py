@@ -1,0 +1,75 @@
+"""Model FLOPs of a training step and MFU (design.md §5), shared by ``myxtts profile`` and
+``myxtts bench``.
+
+FLOPs are counted, not estimated: ``torch.utils.flop_counter.FlopCounterMode`` runs the eager
+model once on a real batch, forward + loss + backward, and sums the FLOPs of every matmul,
+convolution and attention by their actual shapes (padding included: padded frames cost the GPU
+as much as real ones). A compiled step runs the same maths, so its FLOPs are the eager count.
+
+MFU = achieved model FLOP/s ÷ the device's *dense bf16* peak, whatever the training precision,
+so MFU figures compare across runs and with published ones. The peak comes from a table of
+datasheet values; a device not in it reports "unknown peak" rather than a guessed number.
+
+    flops = count_step_flops(core, batch, precision)     # one micro-batch, forward + backward
+    m = mfu(flops * grad_accum * steps, seconds, torch.cuda.get_device_name())
+    m["mfu_pct"], m["achieved_tflops"], m["mfu_basis"]  # mfu_pct None when the peak is unknown
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+# (label, dense bf16 TFLOP/s, test on the lower-cased device name), first match wins. Names as
+# torch.cuda.get_device_name reports them: "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",
+# "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB". The NVL parts have other
+# peaks and are left out on purpose.
+PEAKS = (
+    ("H100 PCIe", 756.0, lambda n: "h100" in n and "pcie" in n),
+    ("H100 SXM", 989.0, lambda n: "h100" in n and ("sxm" in n or "hbm3" in n) and "nvl" not in n),
+    ("H200", 989.0, lambda n: "h200" in n and "nvl" not in n),
+    ("A100", 312.0, lambda n: "a100" in n),
+)
+
+
+def peak_tflops(device_name: str | None) -> tuple[float | None, str]:
+    """(dense bf16 peak in TFLOP/s, its label) for a device name; (None, "unknown peak ...")
+    for devices not in the table (and for the CPU)."""
+    name = (device_name or "").lower()
+    for label, peak, match in PEAKS:
+        if match(name):
+            return peak, f"{label} dense bf16 {peak:g} TFLOP/s"
+    return None, f"unknown peak for {device_name or 'this device'}"
+
+
+def count_step_flops(core: torch.nn.Module, batch: dict, precision=None, backward: bool = True) -> int:
+    """FLOPs of one eager forward + loss (+ backward) of ``core`` on ``batch``.
+
+    ``core`` is the bare model (not DDP/compiled), with ``forward(batch)`` and
+    ``losses(batch, out)``; ``precision`` (train.precision.Precision) sets the autocast the
+    step uses. Gradients are cleared afterwards, so call it between optimizer steps; the RNG
+    is forked, so counting does not shift the run's random stream."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    dev = next(core.parameters()).device
+    devices = [dev] if dev.type == "cuda" else []
+    autocast = precision.autocast() if precision is not None else contextlib.nullcontext()
+    with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter:
+        with autocast:
+            out = core(batch)
+        loss = core.losses(batch, {k: v.float() for k, v in out.items()})["loss"]
+        if backward:
+            loss.backward()
+    core.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def mfu(flops: float, seconds: float, device_name: str | None) -> dict:
+    """Achieved TFLOP/s of ``flops`` done in ``seconds`` and MFU against the device's peak.
+
+    Returns achieved_tflops, peak_tflops (None if unknown), mfu_pct (None if unknown),
+    mfu_basis (the peak's label, or why there is none)."""
+    achieved = flops / seconds / 1e12 if seconds > 0 else None
+    peak, basis = peak_tflops(device_name)
+    pct = 100.0 * achieved / peak if achieved is not None and peak else None
+    return {"achieved_tflops": achieved, "peak_tflops": peak, "mfu_pct": pct, "mfu_basis": basis}

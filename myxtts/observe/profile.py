@@ -1,0 +1,398 @@
+"""``myxtts profile``: where a training step's time goes, measured, with the setting to change.
+
+What it runs, on the pieces the trainer builds (observe.rig) and with the trainer's loop:
+
+1. warm-up: one step per bucket shape, so every compile happens before anything is timed;
+2. timed pass, N steps: batches from the trainer's stream, ``StepTimer`` (data wait, CUDA-event
+   step time) plus phase marks at the edges of forward+loss and of ``optimizer.step`` (CUDA events
+   on the compute stream, perf_counter on the CPU). This pass runs *without* the profiler, whose
+   per-op bookkeeping would inflate host time and make any run look launch-bound;
+3. profiled pass, N steps under ``torch.profiler`` (CPU + CUDA activities): the top kernels (top
+   CPU ops on the CPU), kernels per step, median kernel time, GPU busy share (union of kernel
+   intervals ÷ step time of pass 2), the host-to-device copy not hidden behind kernels, and a
+   Chrome trace (``DIR/trace.json``, open it in https://ui.perfetto.dev);
+4. host syncs per step (``count_host_syncs``, CUDA only), recompiles after warm-up, MFU (FLOPs
+   of each batch shape counted by observe.flops), then ``diagnose`` classifies the run
+   input-bound / launch-bound / compute-bound with the design.md §5 thresholds.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, record_function
+
+from myxtts.errors import UserError
+from myxtts.observe import rig as R
+from myxtts.observe.diagnose import diagnose, settings_from_config
+from myxtts.observe.flops import count_step_flops, mfu
+from myxtts.observe.timers import StepTimer, count_host_syncs
+from myxtts.train.step import compiled_graphs
+
+PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
+TOP = 12
+OWN = "myxtts/"  # prefix of this module's record_function ranges
+
+
+class _Marks:
+    """Timestamps at phase edges within each step: CUDA events on the current stream (device
+    time, read once at the end) or perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.cuda = device, device.type == "cuda"
+        self.steps: list[list] = []
+        self._cur: list | None = None
+
+    def mark(self, label: str) -> None:
+        if self._cur is None:
+            return
+        if self.cuda:
+            m = torch.cuda.Event(enable_timing=True)
+            m.record(torch.cuda.current_stream(self.device))
+        else:
+            m = time.perf_counter()
+        self._cur.append((label, m))
+
+    def begin(self) -> None:
+        self._cur = []
+        self.mark("start")
+
+    def end(self) -> None:
+        self.mark("end")
+        self.steps.append(self._cur)
+        self._cur = None
+
+    def phases_ms(self) -> dict[str, float]:
+        """Mean ms per step of forward(+loss), backward (+ clipping), optimizer, and the rest
+        of the step (scheduler, zero_grad)."""
+        R.sync(self.device)
+        tot = dict.fromkeys(("forward", "backward", "optimizer", "step tail"), 0.0)
+        for marks in self.steps:
+            t0 = marks[0][1]
+            at, fwd, start = {}, 0.0, 0.0
+            for lab, m in marks:
+                ms = self._ms(t0, m)
+                if lab == "fwd0":
+                    start = ms
+                elif lab == "fwd1":
+                    fwd += ms - start  # one forward per micro-batch
+                at.setdefault(lab, ms)
+            end = at["end"]
+            o0, o1 = at.get("opt0", end), at.get("opt1", end)  # no marks: the scaler skipped it
+            tot["forward"] += fwd
+            tot["backward"] += max(0.0, o0 - fwd)
+            tot["optimizer"] += o1 - o0
+            tot["step tail"] += end - o1
+        n = max(1, len(self.steps))
+        return {k: v / n for k, v in tot.items()}
+
+    def _ms(self, a, b) -> float:
+        return a.elapsed_time(b) if self.cuda else (b - a) * 1000.0
+
+
+def _instrument(step_fn, marks: _Marks):
+    """Mark forward+loss and optimizer.step in the trainer's own step; returns an undo."""
+    inner = step_fn.loss_fn
+
+    def loss_fn(batch):
+        marks.mark("fwd0")
+        with record_function(OWN + "forward+loss"):
+            out = inner(batch)
+        marks.mark("fwd1")
+        return out
+
+    ranges = []
+
+    def pre(opt, args, kwargs):
+        marks.mark("opt0")
+        ranges.append(record_function(OWN + "optimizer").__enter__())
+
+    def post(opt, args, kwargs):
+        if ranges:
+            ranges.pop().__exit__(None, None, None)
+        marks.mark("opt1")
+
+    step_fn.loss_fn = loss_fn
+    hooks = [step_fn.opt.register_step_pre_hook(pre), step_fn.opt.register_step_post_hook(post)]
+
+    def undo():
+        step_fn.loss_fn = inner
+        [h.remove() for h in hooks]
+    return undo
+
+
+def _next_step(batches, acc: int):
+    got = [batches.next() for _ in range(acc)]  # grad_accum micro-batches, as the trainer pulls
+    return [b.tensors for b in got], sum(b.frames for b in got), sum(b.samples for b in got)
+
+
+# ------------------------------------------------------------------------ interval arithmetic
+def _merge(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _length(iv) -> float:
+    return sum(b - a for a, b in iv)
+
+
+def _overlap(x, y) -> float:
+    """Length of the intersection of two merged interval lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(x) and j < len(y):
+        lo, hi = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        total += max(0.0, hi - lo)
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _device_stats(prof, steps: int, step_ms: float) -> dict:
+    """Kernel statistics of the profiled pass (CUDA): busy share, kernels per step, median
+    kernel, exposed host-to-device copy, top kernels by total time."""
+    from torch.autograd import DeviceType
+
+    kernels, copies, by_name = [], [], {}
+    for e in prof.events():
+        if getattr(e, "device_type", None) != DeviceType.CUDA:
+            continue
+        iv = (float(e.time_range.start), float(e.time_range.end))
+        if e.name.startswith("Memcpy HtoD"):
+            copies.append(iv)
+        elif not e.name.startswith(("Memcpy", "Memset")):
+            kernels.append(iv)
+            n, us = by_name.get(e.name, (0, 0.0))
+            by_name[e.name] = (n + 1, us + iv[1] - iv[0])
+    if not kernels:
+        return {}
+    busy = _merge(kernels)
+    cp = _merge(copies)
+    exposed_ms = (_length(cp) - _overlap(cp, busy)) / 1000.0 / steps
+    total_us = sum(us for _, us in by_name.values())
+    top = [{"name": k, "calls": n, "total_ms": us / 1000.0, "pct": 100.0 * us / total_us}
+           for k, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:TOP]]
+    return {"gpu_busy_pct": min(100.0, 100.0 * _length(busy) / 1000.0 / steps / step_ms),
+            "kernels_per_step": len(kernels) / steps,
+            "median_kernel_us": float(np.median([b - a for a, b in kernels])),
+            "h2d_exposed_ms": exposed_ms, "top": top}
+
+
+def _cpu_top(prof) -> list[dict]:
+    avgs = [a for a in prof.key_averages()
+            if not a.key.startswith((OWN, "ProfilerStep")) and a.self_cpu_time_total > 0]
+    total = sum(a.self_cpu_time_total for a in avgs) or 1.0
+    avgs.sort(key=lambda a: -a.self_cpu_time_total)
+    return [{"name": a.key, "calls": a.count, "total_ms": a.self_cpu_time_total / 1000.0,
+             "pct": 100.0 * a.self_cpu_time_total / total} for a in avgs[:TOP]]
+
+
+# ----------------------------------------------------------------------------------- profile
+def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) -> dict:
+    """Profile ``steps`` training steps; writes DIR/trace.json and DIR/report.html."""
+    if steps < 1:
+        raise UserError(f"--steps must be at least 1, got {steps}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rig = R.build(cfg, data)
+    dev, acc, batches, step_fn = rig.device, cfg.train.grad_accum, rig.batches, rig.step_fn
+    cuda = dev.type == "cuda"
+    name = R.device_name(dev)
+    say(f"profiling {steps} steps on {dev} ({name}), precision {rig.precision.name}, compile "
+        f"{cfg.train.compile}, {len(rig.shapes)} bucket shapes, grad_accum {acc}")
+    if not cuda:
+        say("no GPU: every figure below is CPU time (host perf_counter), not GPU time")
+
+    # 1. warm-up: start the loader, then one step per bucket shape.
+    t0 = time.perf_counter()
+    micro, _, _ = _next_step(batches, acc)
+    step_fn(micro)
+    bb = R.BucketBatches(rig.cache, cfg, dev)
+    R.warm_up(rig, bb)
+    warm_s = time.perf_counter() - t0
+    graphs0 = compiled_graphs()
+    say(f"warm-up: {len(rig.shapes)} shapes, one step each, {warm_s:.1f} s")
+
+    # 2. timed pass.
+    fps = cfg.audio.sample_rate / cfg.audio.hop_length
+    timer, marks = StepTimer(dev, frames_per_second=fps), _Marks(dev)
+    undo = _instrument(step_fn, marks)
+    host_ms, step_shapes, sample = 0.0, [], {}
+    for _ in range(steps):
+        with timer.data_wait():
+            micro, frames, samples = _next_step(batches, acc)
+        shapes = [tuple(m["mel"].shape) for m in micro]
+        step_shapes.append(shapes)
+        for s, m in zip(shapes, micro):
+            sample.setdefault(s, m)
+        marks.begin()
+        h0 = time.perf_counter()
+        with timer.compute(shapes[0]):
+            step_fn(micro)
+        host_ms += (time.perf_counter() - h0) * 1000.0
+        marks.end()
+        timer.step_done(frames=frames, samples=samples)
+    summ = timer.summary()
+    phases = marks.phases_ms()
+    step_ms = summ["step_ms"]
+
+    # 3. profiled pass.
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    marks.steps = []
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(steps):
+            with record_function(OWN + "data_wait"):
+                micro, _, _ = _next_step(batches, acc)
+            step_fn(micro)
+            prof.step()
+        R.sync(dev)
+    undo()
+    mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None  # before the eager FLOP count
+    trace = out / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    dstats = _device_stats(prof, steps, step_ms) if cuda else {}
+    top = dstats.pop("top", None) or _cpu_top(prof)
+    del prof
+
+    # 4. host syncs, recompiles, FLOPs.
+    syncs, sync_note = None, "not measurable on CPU"
+    if cuda:
+        with count_host_syncs() as sc:
+            for _ in range(2):
+                step_fn(_next_step(batches, acc)[0])
+        syncs, sync_note = (sc.count / 2 if sc.count is not None else None), sc.reason
+    recompiles = compiled_graphs() - graphs0
+    flops_of = {s: count_step_flops(rig.core, b, rig.precision) for s, b in sample.items()}
+    sample.clear()
+    flops = sum(flops_of[s] for shapes in step_shapes for s in shapes)
+    m = mfu(flops, summ["wall_s"], name if cuda else None)
+    if not cuda:
+        m.update(mfu_pct=None, mfu_basis="no GPU: MFU is against a GPU's peak")
+
+    wall = step_ms or 0.0
+    h2d_ms = dstats.get("h2d_exposed_ms", 0.0)
+    wait_ms = wall * (summ["data_wait_pct"] or 0.0) / 100.0
+    rows = {"waiting for data": wait_ms, "host-to-device": h2d_ms, "forward": phases["forward"],
+            "backward": phases["backward"], "optimizer": phases["optimizer"]}
+    rows["other"] = max(0.0, wall - sum(rows.values()))
+    pct = (lambda v: 100.0 * v / wall) if wall else (lambda v: None)
+    breakdown = {k: {"ms": v, "pct": pct(v)} for k, v in rows.items()}
+
+    bf16 = torch.cuda.is_bf16_supported() if cuda else None
+    run = {**settings_from_config(cfg, device=str(dev), device_name=name, bf16_supported=bf16),
+           **summ, "cpu_count": R.usable_cpus(), "n_shapes": len(rig.shapes),
+           "padding_pct": batches.padding_pct, "recompiles": recompiles,
+           "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
+    if cuda:
+        run["h2d_pct"] = pct(h2d_ms)
+        run["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + run["h2d_pct"]
+        run["other_pct"] = max(0.0, 100.0 - run["input_bound_pct"] - (summ["compute_pct"] or 0.0))
+        run["cpu_dispatch_pct"] = min(100.0, 100.0 * host_ms / steps / wall) if wall else None
+        run["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
+        run.update(dstats)
+        run.pop("h2d_exposed_ms", None)
+    diag = diagnose(run)
+    not_measured = {"gpu-timeline": "myxtts profile does not sample NVML; `myxtts monitor` does"}
+    if not cuda:
+        not_measured["mfu"] = m["mfu_basis"]
+    from myxtts.observe.report import write_report
+    report = write_report(out / "report.html", {
+        **run, **diag.as_dict(), "title": "MyXTTS profile", "not_measured": not_measured,
+        "achieved_tflops": m["achieved_tflops"], "mfu_basis": m["mfu_basis"],
+        "meta": {"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
+                 "compile": cfg.train.compile, "trace": str(trace)}})
+    return {"device": str(dev), "device_name": name, "timing": summ["timing"] + ("" if cuda else " (CPU)"),
+            "precision": rig.precision.name, "compile": cfg.train.compile, "steps": steps,
+            "warmup_s": warm_s, "step_ms": step_ms, "breakdown": breakdown,
+            "top_kind": "kernels" if cuda else "cpu ops", "top": top,
+            "gpu_busy_pct": run.get("gpu_busy_pct"), "kernels_per_step": run.get("kernels_per_step"),
+            "median_kernel_us": run.get("median_kernel_us"), "cpu_dispatch_pct": run.get("cpu_dispatch_pct"),
+            "recompiles": recompiles, "host_syncs_per_step": syncs, "host_syncs_note": sync_note,
+            "flops_per_step": flops / steps, **m, "throughput": summ["throughput"],
+            "trace": str(trace), "report": str(report), "run": run, "diagnosis": diag.as_dict()}
+
+
+# ------------------------------------------------------------------------------------ output
+def _fmt(v, f="{:.1f}") -> str:
+    return "n/a" if v is None else f.format(v)
+
+
+def text(r: dict) -> str:
+    cpu = r["device"] == "cpu"
+    lines = [f"where a step's time goes (mean of {r['steps']} steps after warm-up; timing: {r['timing']}):",
+             f"  {'phase':<30}{'ms/step':>10}{'%':>8}"]
+    for k, v in r["breakdown"].items():
+        label = k + (" (exposed)" if k == "host-to-device" and not cpu else "")
+        if k == "host-to-device" and cpu:
+            label += " (none on CPU)"
+        lines.append(f"  {label:<30}{_fmt(v['ms'], '{:.2f}'):>10}{_fmt(v['pct']):>8}")
+    lines.append(f"  {'step (wall)':<30}{_fmt(r['step_ms'], '{:.2f}'):>10}{'100.0':>8}")
+    what = "kernels by GPU time" if r["top_kind"] == "kernels" else "CPU ops by self time (CPU run)"
+    lines.append(f"top {what}, {r['steps']} profiled steps:")
+    for t in r["top"]:
+        lines.append(f"  {t['pct']:5.1f} %  {t['total_ms']:9.2f} ms  {t['calls']:6d} x  {t['name'][:90]}")
+    if cpu:
+        lines.append("GPU busy share, kernels per step, CPU dispatch: not measurable on CPU")
+    else:
+        lines.append(f"GPU busy {_fmt(r['gpu_busy_pct'], '{:.0f}')} % of the step; "
+                     f"{_fmt(r['kernels_per_step'], '{:,.0f}')} kernels per step, median kernel "
+                     f"{_fmt(r['median_kernel_us'])} µs; host busy launching {_fmt(r['cpu_dispatch_pct'], '{:.0f}')} % of the step")
+    lines.append(f"recompiles after warm-up: {r['recompiles']}")
+    lines.append("host syncs per step: " + (_fmt(r["host_syncs_per_step"], "{:g}")
+                                            if r["host_syncs_per_step"] is not None else r["host_syncs_note"]))
+    tp = r["throughput"]
+    lines.append(f"throughput: {_fmt(tp.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
+                 f"{_fmt(tp.get('audio_s_per_s'))} s of audio/s, {_fmt(tp.get('samples_per_s'))} samples/s")
+    flops = f"{r['flops_per_step'] / 1e9:,.1f} GFLOP/step, {_fmt(r['achieved_tflops'], '{:.3f}')} TFLOP/s achieved"
+    lines.append(f"MFU: {_fmt(r['mfu_pct'])} % ({flops} of {r['mfu_basis']})" if r["mfu_pct"] is not None
+                 else f"MFU: not measured ({r['mfu_basis']}); {flops}")
+    lines.append(f"trace: {r['trace']} (open in https://ui.perfetto.dev or chrome://tracing)")
+    lines.append(f"report: {r['report']}")
+    d = r["diagnosis"]
+    lines.append(f"verdict: {d['bound']} ({d['reason']})")
+    if cpu:
+        ib = r["run"].get("input_bound_pct")
+        lines.append(f"  input-bound {_fmt(ib)} % on this CPU run (< 5 % not input-bound); "
+                     "launch- vs compute-bound applies to GPUs")
+    for i, f in enumerate(d["findings"], 1):
+        lines += [f"{i}. [{f['severity']}] {f['title']}", f"   evidence: {f['evidence']}", f"   action:   {f['action']}"]
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("profile", help="profile training steps: time breakdown, kernels, verdict",
+                       description="Warm up every bucket shape, then time N training steps "
+                                   "(data wait, host-to-device, forward, backward, optimizer) and "
+                                   "profile N more under torch.profiler: top kernels, recompiles, "
+                                   "host syncs, MFU, a Chrome trace, and an input-/launch-/compute-"
+                                   "bound verdict with the setting to change.")
+    p.add_argument("--config", default=None, help="YAML config or preset name (tiny, small, base, xtts)")
+    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    p.add_argument("--steps", type=int, default=20, help="steps per pass (default 20)")
+    p.add_argument("--out", default="profile", help="directory for trace.json and report.html")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.num_workers=4")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    from myxtts.config import load
+
+    cfg = load(args.config, args.overrides)
+    r = profile(cfg, args.data, args.steps, args.out, say=lambda s: print(s, file=sys.stderr, flush=True))
+    print(text(r))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(r, indent=1, default=str))
+    return 0

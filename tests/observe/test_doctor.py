@@ -1,0 +1,52 @@
+"""`myxtts doctor` on the CPU: exit 0, checks that apply, findings ranked with actions."""
+import json
+
+from myxtts.cli import main
+from myxtts.observe import rig
+
+from ..train.conftest import FAST
+from .test_profile import observe_cache  # noqa: F401 (fixture)
+
+
+def test_doctor_on_cpu_finishes_with_ranked_findings(observe_cache, capsys):  # noqa: F811
+    rc = main(["doctor", "--config", "tiny", "--data", str(observe_cache), *FAST, "data.num_workers=1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("no GPU: running on the CPU")
+    for check in ("torch", "CPU", "buckets", "step test", "loader test", "cache disk"):
+        assert f" {check} " in out
+    assert "findings, ranked by expected gain" in out and "action:" in out
+
+
+def test_doctor_json_has_ranked_findings(observe_cache, capsys):  # noqa: F811
+    assert main(["doctor", "--config", "tiny", "--data", str(observe_cache), "--json", *FAST]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["device"] == "cpu" and r["cpu_note"]
+    f = r["findings"]
+    assert f and [x["rank"] for x in f] == list(range(1, len(f) + 1))
+    order = ["high", "medium", "low", "info"]
+    assert [order.index(x["severity"]) for x in f] == sorted(order.index(x["severity"]) for x in f)
+    assert all(x["action"] and x["evidence"] for x in f)
+    step = next(c for c in r["checks"] if c["name"] == "step test")
+    assert step["status"] == "ok"
+    assert r["measurements"]["step_ms"] > 0 and r["measurements"]["padding_pct"] is not None
+
+
+def test_doctor_names_the_workers_a_slow_loader_needs(observe_cache, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(rig, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(rig, "time_steps", lambda *a, **k: {"step_ms": 10.0, "steps": 3, "frames_per_s": 1e4})
+    monkeypatch.setattr(rig, "loader_speed", lambda cache, cfg, w, **k: {
+        "workers": w, "ms_per_batch": 40.0 / max(w, 1), "batches_per_s": 25.0 * max(w, 1)})
+    assert main(["doctor", "--config", "tiny", "--data", str(observe_cache), "--json", *FAST]) == 0
+    r = json.loads(capsys.readouterr().out)
+    loader = next(x for x in r["findings"] if x["rule"] == "loader")
+    # 40 ms per batch in-process vs a 10 ms step: 40 x 1.25 head-room / 10 = 5 workers.
+    assert loader["severity"] == "high" and "`data.num_workers=5`" in loader["action"]
+
+
+def test_doctor_without_a_cache_still_checks_and_a_bad_path_is_a_usage_error(tmp_path, capsys):
+    assert main(["doctor", "--config", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert "need a cache" in out and "findings" in out
+    assert main(["doctor", "--config", "tiny", "--data", str(tmp_path / "nope")]) == 2
+    assert "not a prepared cache" in capsys.readouterr().err
