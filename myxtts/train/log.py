@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
+from myxtts.observe.diagnose import settings_from_config
+from myxtts.observe.report import write_report
 
 
 class RunLog:
@@ -110,6 +112,9 @@ class RunLog:
         if self._bar is not None:
             self._bar.close()
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        write_report(self.out / "report.html", {
+            **settings_from_config(self.cfg), **summary, "title": f"MyXTTS run {self.out.name}",
+            "recompiles": summary.get("recompiles_after_warmup"), "n_shapes": summary.get("shapes_seen")})
         self.say(where_the_time_went(summary))
         if self._tb is not None:
             self._tb.close()
