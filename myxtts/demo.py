@@ -16,7 +16,7 @@ from myxtts.config import load
 from myxtts.data.prepare import prepare, print_report
 
 DEMO_CORPUS = Path(__file__).resolve().parent.parent / "data" / "demo"
-SENTENCE = "Thank you for trying this demo; the next batch is already on its way."
+SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
 
 
 def run_demo(out: Path, minutes: float, steps: int | None) -> int:
