@@ -1,0 +1,298 @@
+"""`myxtts bench train`: the training step in each execution mode, on the same model and the
+same batches, in one run.
+
+  eager_fp32           train.compile=off, fp32
+  eager_amp            train.compile=off, bf16 autocast (fp16 + GradScaler on a GPU without
+                       bf16; on the CPU bf16 autocast if this build supports it, else skipped)
+  compiled             train.compile=default (inductor), at eager_amp's precision (fp32 when
+                       eager_amp is skipped), so compile_speedup compares like with like
+  compiled_cudagraphs  train.compile=cudagraphs (inductor + CUDA graphs); GPU only
+
+Every mode starts from the same initial weights (train.seed) and steps through one fixed list
+of real batches from the cache, one per bucket shape, built on the device once before any mode
+runs. Each mode first warms up over every shape (each compiles there, once), then times
+``--steps`` optimizer steps of one micro-batch each, cycling through the list: on a GPU between
+two ``torch.cuda.synchronize`` calls, on the CPU with ``perf_counter``. Mel frames/s counts real
+frames (``mel_lens``, summed on the host before the timed loop); MFU is the FLOPs of the steps
+(counted once per batch with FlopCounterMode on the eager model; a compiled step runs the same
+maths) per second against the device's dense bf16 peak (``observe.flops``), None on the CPU or
+a GPU not in the table. Recompiles after warm-up = graphs dynamo compiled during the timed loop
+(0 expected: one graph per bucket shape, all compiled during warm-up).
+
+``--quick`` on a CPU uses the tiny preset with a smaller model and compiles with the aot_eager
+backend (dynamo capture + AOTAutograd forward/backward without inductor's C++ code generation,
+which takes minutes per shape on a small CPU): it checks the compile path and its recompiles,
+but its speed figures are not inductor's. Without ``--quick`` the real default backend runs.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from myxtts.bench import device_name
+from myxtts.config import Config, load
+from myxtts.data.cache import settings_of
+from myxtts.errors import UserError
+
+HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
+MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
+COMPILED = ("compiled", "compiled_cudagraphs")
+# --quick on a CPU: a model small enough that four modes (two of them compiling) fit in minutes.
+QUICK_CPU = ["model.d_model=64", "model.n_heads=2", "model.text_layers=1", "model.decoder_layers=1",
+             "model.ref_channels=32", "model.prenet_dim=32", "model.postnet_channels=32",
+             "model.postnet_layers=2", "model.n_latents=4", "data.frame_budget=1200",
+             "data.max_buckets=2"]
+CPU_QUICK_NOTE = "CPU quick mode: compiled with aot_eager; speed figures are not inductor's"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--config", help="preset or YAML (default: base; tiny with a smaller model "
+                                    "under --quick on a CPU)")
+    p.add_argument("--data", help="prepared cache (default: prepare the bundled demo corpus)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer steps; on a CPU a small model and the aot_eager compile backend "
+                        "(about 3 minutes on 2 cores)")
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--steps", type=int, help="timed steps per mode (default: 30, --quick 10; "
+                                             "on a CPU 10, --quick 4)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256")
+
+
+# ------------------------------------------------------------------------------------ setup
+
+def demo_cache(cfg: Config) -> Path:
+    """The bundled demo corpus, prepared once per audio/text setting under ~/.cache (the same
+    place ``bench loader`` prepares it)."""
+    if not (DEMO / "metadata.csv").is_file():
+        raise UserError(f"{DEMO}: demo corpus not found; pass --data CACHE")
+    key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = base / "myxtts" / "bench" / f"demo-{key}"
+    if not (out / "meta.json").is_file():
+        from myxtts.data.prepare import prepare
+
+        print(f"preparing the demo corpus into {out} (once)")
+        prepare(DEMO, out, cfg, workers=os.cpu_count() or 1, progress=False)
+    return out
+
+
+def amp_precision(device: torch.device) -> tuple[str | None, str]:
+    """(train.precision for eager_amp, "") or (None, why it is skipped)."""
+    if device.type == "cuda":
+        return ("bf16", "") if torch.cuda.is_bf16_supported() else ("fp16", "")
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.ones(4, 4) @ torch.ones(4, 4)
+        if y.dtype != torch.bfloat16:
+            return None, "bf16 autocast is a no-op on this CPU build"
+    except Exception as e:  # noqa: BLE001 - any failure means "not supported here"
+        return None, f"bf16 autocast unsupported on this CPU ({type(e).__name__}: {e})"
+    return "bf16", ""
+
+
+def with_train(cfg: Config, **kw) -> Config:
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **kw))
+
+
+def fixed_batches(cfg: Config, cache, device: torch.device):
+    """One real batch per bucket shape (its first batch of epoch 0), on the device, with the
+    real mel frames and rows of each counted on the host."""
+    from myxtts.data.loader import DevicePrefetcher, make_sampler
+    from myxtts.observe.rig import BucketBatches, bucket_plan
+
+    sampler = make_sampler(cache, cfg, "train")
+    first = {}
+    for p in sampler.global_plan(0):
+        first.setdefault(p.bucket, p)
+    bb = BucketBatches(cache, cfg, device)
+    batches, frames, rows = [], [], []
+    for b in range(len(sampler.buckets)):
+        host = bb.host(first[b] if b in first else bucket_plan(sampler, b))
+        frames.append(int(host["mel_lens"].sum()))
+        rows.append(int(host["mel_lens"].shape[0]))
+        batches.append(next(iter(DevicePrefetcher([host], device, bb.transform))))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    shapes = [(int(x["tokens"].shape[0]), int(x["tokens"].shape[1]), int(x["mel"].shape[1]))
+              for x in batches]
+    return sampler, batches, frames, rows, shapes
+
+
+# ------------------------------------------------------------------------------------ modes
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, peak_name: str) -> dict:
+    from myxtts.observe.flops import mfu
+    from myxtts.train.step import compiled_graphs
+
+    step, dev, n = rig.step_fn, rig.device, len(batches)
+    g0 = compiled_graphs()
+    t0 = time.perf_counter()
+    for _ in range(warm_passes):  # every shape, so every compile happens here
+        for b in batches:
+            step([b])
+    sync(dev)
+    warm_s = time.perf_counter() - t0
+    graphs = compiled_graphs() - g0
+    step.read_window()  # drop the warm-up losses
+    order = [i % n for i in range(steps)]
+    n_frames = sum(frames[i] for i in order)  # host-side, before the timed loop
+    n_rows = sum(rows[i] for i in order)
+    n_flops = sum(flops[i] for i in order) if flops else None
+
+    g1 = compiled_graphs()
+    sync(dev)
+    t0 = time.perf_counter()
+    for i in order:
+        step([batches[i]])
+    sync(dev)
+    secs = time.perf_counter() - t0
+    recompiles = compiled_graphs() - g1
+
+    window = step.read_window()
+    m = mfu(n_flops, secs, peak_name) if n_flops else {"achieved_tflops": None, "mfu_pct": None,
+                                                       "mfu_basis": "FLOPs not counted"}
+    return {"skipped": False, "reason": None, "precision": rig.precision.name,
+            "steps": steps, "seconds": secs, "step_ms": secs * 1e3 / steps,
+            "samples_per_s": n_rows / secs, "frames_per_s": n_frames / secs,
+            "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu_pct"],
+            "mfu_reason": None if m["mfu_pct"] is not None else m["mfu_basis"],
+            "mfu_basis": m["mfu_basis"], "warmup_s": warm_s, "warmup_passes": warm_passes,
+            "graphs_compiled_in_warmup": graphs, "recompiles_after_warmup": recompiles,
+            "loss": window.get("loss"), "skipped_steps": window.get("skipped_steps")}
+
+
+def skipped(reason: str, precision: str | None = None) -> dict:
+    return {"skipped": True, "reason": reason, "precision": precision, "steps": 0, "seconds": None,
+            "step_ms": None, "samples_per_s": None, "frames_per_s": None, "achieved_tflops": None,
+            "mfu": None, "mfu_reason": reason, "recompiles_after_warmup": None}
+
+
+# ------------------------------------------------------------------------------------ run
+
+def run(args) -> int:
+    from myxtts.data.cache import Cache
+    from myxtts.observe import rig as rigs
+    from myxtts.observe.flops import count_step_flops
+    from myxtts.train.precision import pick_device
+
+    device = pick_device(0)
+    cpu = device.type != "cuda"
+    quick_cpu = bool(args.quick) and cpu
+    config = args.config or ("tiny" if quick_cpu else "base")
+    overrides = (QUICK_CPU if quick_cpu and not args.config else []) + list(args.overrides)
+    cfg = load(config, overrides)
+    steps = args.steps or ((4 if args.quick else 10) if cpu else (10 if args.quick else 30))
+    if steps < 1:
+        raise UserError("--steps must be at least 1")
+    path = Path(args.data) if args.data else demo_cache(cfg)
+    cache = Cache(path, expect=cfg)
+    sampler, batches, frames, rows, shapes = fixed_batches(cfg, cache, device)
+    if not batches:
+        raise UserError(f"{path}: no training batches")
+    peak_name = torch.cuda.get_device_name(device) if not cpu else "CPU"
+    amp, amp_reason = amp_precision(device)
+    backend = "aot_eager" if quick_cpu else "inductor"
+    say = print
+    say(f"myxtts bench train: {device_name()}, config {config}"
+        + (f" + {' '.join(overrides)}" if overrides else ""))
+    say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
+        + " ".join(f"{s[0]}x{s[1]}x{s[2]}" for s in shapes) + f"; {steps} timed steps per mode")
+    if quick_cpu:
+        say(CPU_QUICK_NOTE)
+
+    plan = {"eager_fp32": ("fp32", "off", None),
+            "eager_amp": (amp, "off", None if amp else amp_reason),
+            "compiled": (amp or "fp32", "default", None),
+            "compiled_cudagraphs": (amp or "fp32", "cudagraphs",
+                                    "needs a CUDA GPU (CUDA graphs)" if cpu else None)}
+    results, flops, params = {}, None, None
+    for name in MODES:
+        precision, compile_mode, reason = plan[name]
+        if reason:
+            results[name] = skipped(reason, precision)
+            say(f"  {name}: skipped ({reason})")
+            continue
+        if compile_mode != "off":
+            torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
+        say(f"  {name}: precision {precision}, compile {compile_mode}"
+            + (f" ({backend})" if compile_mode != "off" else "") + " ...", flush=True)
+        rig = rigs.build(with_train(cfg, precision=precision), path, compile=compile_mode,
+                         with_batches=False)
+        if compile_mode != "off" and quick_cpu:
+            rig.step_fn.loss_fn = torch.compile(rig.step_fn._forward_loss, backend="aot_eager",
+                                                dynamic=False)
+        if flops is None:  # FLOPs of each batch's step, on the eager model before any update
+            flops = [count_step_flops(rig.core, b) for b in batches]
+            params = sum(p.numel() for p in rig.core.parameters())
+        # Eager: one pass (allocator, kernels); compiled: a second pass after the compiles, in
+        # case a first call's side effects change a guard; CUDA graphs record on later calls.
+        warm_passes = {"off": 1, "default": 2, "cudagraphs": 3}[compile_mode]
+        results[name] = run_mode(rig, batches, frames, rows, flops, steps, warm_passes, peak_name)
+        results[name].update(compile=compile_mode,
+                             backend=backend if compile_mode != "off" else None)
+        del rig
+        gc.collect()
+        if not cpu:
+            torch.cuda.empty_cache()
+    torch._dynamo.reset()
+
+    ran = [results[m]["recompiles_after_warmup"] for m in COMPILED if not results[m]["skipped"]]
+    base_mode = "eager_amp" if not results["eager_amp"]["skipped"] else "eager_fp32"
+    comp, ref = results["compiled"], results[base_mode]
+    speedup = comp["frames_per_s"] / ref["frames_per_s"] \
+        if not comp["skipped"] and ref["frames_per_s"] else None
+    result = {
+        "device": device_name(), "device_type": device.type, "config": config,
+        "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
+        "compile_backend": backend, "note": CPU_QUICK_NOTE if quick_cpu else None,
+        "model_params": params, "shapes": [list(s) for s in shapes],
+        "flops_per_batch": flops,
+        "train": dict(results, recompiles_after_warmup=max(ran) if ran else None),
+        "compile_speedup": speedup,
+        "compile_speedup_basis": f"compiled frames/s / {base_mode} frames/s",
+    }
+    print_table(result)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def _f(v, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def print_table(r: dict) -> None:
+    print()
+    print(f"{'mode':<21}{'precision':>10}{'compile':>12}{'samples/s':>11}{'frames/s':>11}"
+          f"{'step ms':>9}{'MFU %':>7}{'warm-up s':>11}{'recompiles':>12}")
+    for name in MODES:
+        m = r["train"][name]
+        if m["skipped"]:
+            print(f"{name:<21}  skipped: {m['reason']}")
+            continue
+        print(f"{name:<21}{m['precision']:>10}{m['compile']:>12}{m['samples_per_s']:>11,.1f}"
+              f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{_f(m['mfu'], '{:.1f}'):>7}"
+              f"{m['warmup_s']:>11.1f}{m['recompiles_after_warmup']:>12}")
+    print()
+    reasons = {m["mfu_reason"] for m in (r["train"][n] for n in MODES) if not m["skipped"]} - {None}
+    if reasons:
+        print(f"MFU: not reported ({'; '.join(sorted(reasons))})")
+    print(f"compile speedup: {_f(r['compile_speedup'], '{:.2f}x')} ({r['compile_speedup_basis']})")
+    print(f"recompiles after warm-up (compiled modes): {_f(r['train']['recompiles_after_warmup'], '{}')}")
+    if r["note"]:
+        print(r["note"])
