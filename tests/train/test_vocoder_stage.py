@@ -1,0 +1,73 @@
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from myxtts.config import load
+from myxtts.data.cache import Cache
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import load_model, save_model
+
+from .conftest import ROOT
+
+
+def run_vocoder(cache, out, *overrides):
+    cmd = [sys.executable, "-m", "myxtts", "train", "--stage", "vocoder", "--config", "tiny",
+           "--data", str(cache), "--out", str(out), "--no-progress", "train.max_steps=3",
+           "train.log_every=1", "train.checkpoint_every=3", "data.num_workers=0",
+           "vocoder.segment_frames=16", "data.max_batch_size=2", *overrides]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path):
+    run = tmp_path / "voc"
+    r = run_vocoder(lj_cache, run)
+    assert r.returncode == 0, r.stderr
+    assert "generator parameters" in r.stderr
+    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in recs] == [1, 2, 3]
+    for x in recs:
+        assert math.isfinite(x["loss"])
+        assert {"adv", "feature_matching", "mel_l1", "disc"} <= set(x)
+        # the logged total is the weighted sum of its logged parts
+        cfg = load("tiny")
+        total = x["adv"] + cfg.vocoder.fm_loss_weight * x["feature_matching"] \
+            + cfg.vocoder.mel_loss_weight * x["mel_l1"]
+        assert abs(total - x["loss"]) < 1e-3 * abs(x["loss"])
+
+    ckpt = run / "checkpoints" / "step-00000003"
+    gen, cfg, _, meta = load_model(ckpt / "model.safetensors")
+    assert meta["kind"] == "vocoder" and meta["step"] == 3
+    state = torch.load(ckpt / "state.pt", weights_only=True)
+    assert state["step"] == 3 and {"mpd", "msd"} <= set(state["step_fn"]["discriminators"])
+    with torch.no_grad():
+        wav = gen(torch.zeros(1, 5, cfg.audio.n_mels))
+    assert wav.shape == (1, 5 * cfg.audio.hop_length)
+
+    # `myxtts synthesize --vocoder RUN` accepts the run directory next to an acoustic model.
+    from myxtts.infer import Synthesizer
+    from myxtts.models.xtts import XTTS
+
+    acfg = load("tiny")
+    vocab = Cache(lj_cache).vocab.symbols
+    acoustic = save_model(tmp_path / "acoustic.safetensors",
+                          XTTS(acfg.model, len(vocab), acfg.audio.n_mels), acfg, vocab)
+    synth = Synthesizer(acoustic, vocoder=run, device="cpu", log=lambda *a: None)
+    assert synth.vocoder is not None
+
+    # Running again with a larger max_steps resumes from the checkpoint.
+    again = run_vocoder(lj_cache, run, "train.max_steps=4")
+    assert again.returncode == 0, again.stderr
+    assert "resuming from" in again.stderr
+    assert (run / "checkpoints" / "step-00000004" / "model.safetensors").is_file()
+
+
+def test_vocoder_stage_refuses_several_processes(lj_cache, tmp_path, monkeypatch):
+    from myxtts.train.vocoder import train_vocoder
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match="one process"):
+        train_vocoder(load("tiny"), lj_cache, tmp_path / "voc", progress=False)
