@@ -20,6 +20,7 @@ COMMANDS = [
     "myxtts.observe.doctor",
     "myxtts.observe.profile",
     "myxtts.observe.tune",
+    "myxtts.bench",
     "myxtts.demo",
 ]
 

@@ -15,7 +15,6 @@ import torch
 # mode name → module implementing it
 MODES = {
     "loader": "myxtts.bench.loader",
-    "train": "myxtts.bench.train",
 }
 
 

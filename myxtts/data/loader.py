@@ -2,9 +2,10 @@
 
 Data path::
 
-    BucketSampler ──BatchPlan──▶ DataLoader workers (CachedBatches: slice + pad into shared mem)
-        ──▶ pin-memory thread ──▶ DevicePrefetcher (H2D copy of batch N+1 on a side stream
-        while step N runs; OnTheFlyMel here in on-the-fly mode) ──▶ training step
+    BucketSampler ──BatchPlan + ring slot──▶ DataLoader workers (CachedBatches: slice + pad
+        into a reused shared-memory slot) ──▶ host thread (copy out of the slot, pinned on
+        CUDA) ──▶ DevicePrefetcher (H2D copy of batch N+1 on a side stream while step N runs;
+        float16 → float32 and OnTheFlyMel on the device) ──▶ training step
 
 The sampler runs in the main process and yields whole-batch plans; ``batch_size=None`` makes
 each plan one DataLoader item, so workers collate whole batches and the DataLoader keeps them
@@ -23,12 +24,10 @@ Trainer usage::
 """
 from __future__ import annotations
 
-import collections
-import math
-import mmap
-import multiprocessing as mp
+import atexit
 import queue
 import threading
+import sys
 import time
 import weakref
 
@@ -37,56 +36,9 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from myxtts.config import Config
-from myxtts.data.dataset import CachedBatches, SlotRef, widen
+from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, widen
 from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
-from myxtts.data.sampler import BatchPlan, BucketSampler, round_up
-
-
-class SlotRing:
-    """Batch-sized slots of anonymous shared memory, mapped before the workers fork.
-
-    Writing a batch into memory that was already written before costs a plain memcpy; writing
-    into a fresh shared-memory segment (what DataLoader workers normally do, one per tensor per
-    batch) first faults in and zeroes every page, several times slower on a VM. The sampler side
-    acquires a slot per dispatched batch, the consumer side releases it once copied out; when
-    none is free (never, with n_slots > batches in flight) the batch falls back to fresh memory.
-    """
-
-    ALIGN = 64
-
-    def __init__(self, n_slots: int, slot_bytes: int):
-        self.n_slots, self.slot_bytes = n_slots, int(round_up(max(slot_bytes, 1), 4096))
-        self.buf = mmap.mmap(-1, n_slots * self.slot_bytes)  # MAP_SHARED | MAP_ANONYMOUS
-        self._free = collections.deque(range(n_slots))
-        self._lock = threading.Lock()
-
-    @classmethod
-    def nbytes(cls, layout) -> int:
-        return sum(round_up(math.prod(shape) * _itemsize(dt), cls.ALIGN) for _, dt, shape in layout)
-
-    def views(self, slot: int, layout) -> dict[str, torch.Tensor]:
-        out, offset = {}, slot * self.slot_bytes
-        for name, dtype, shape in layout:
-            n = math.prod(shape)
-            out[name] = torch.frombuffer(self.buf, dtype=dtype, count=n, offset=offset).view(shape)
-            offset += round_up(n * _itemsize(dtype), self.ALIGN)
-        return out
-
-    def acquire(self) -> int | None:
-        with self._lock:
-            return self._free.popleft() if self._free else None
-
-    def release(self, slot: int) -> None:
-        with self._lock:
-            self._free.append(slot)
-
-    def reset(self) -> None:
-        with self._lock:
-            self._free = collections.deque(range(self.n_slots))
-
-
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty(0, dtype=dtype).element_size()
+from myxtts.data.sampler import BatchPlan, BucketSampler
 
 
 class _SlotSampler(Sampler):
@@ -118,7 +70,8 @@ class BatchLoader:
                  pin: bool):
         self.dataloader, self.sampler, self.ring, self.pin = dataloader, sampler, ring, pin
         self.dataset = dataloader.dataset
-        self._active = None  # weakref to the running _HostIter
+        self._thread = None  # (thread, stop event) of the latest pass
+        _LOADERS.add(self)
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -129,6 +82,24 @@ class BatchLoader:
     def iter_compact(self):
         return _HostIter(self, compact=True)
 
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the running pass: its thread no longer touches the DataLoader's iterator (one
+        per persistent DataLoader, reset by the next pass), the ring or the sampler."""
+        if self._thread is not None:
+            thread, stop = self._thread
+            stop.set()
+            thread.join(timeout)
+            self._thread = None
+
+
+_LOADERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:  # a thread still inside torch at interpreter exit aborts the process
+    for loader in list(_LOADERS):
+        loader.stop(timeout=2.0)
+
 
 class _HostIter:
     """One pass (or, with an infinite sampler, an endless run) over a BatchLoader."""
@@ -136,11 +107,7 @@ class _HostIter:
     QUEUE = 2  # ready batches held by the thread; more buffering would only cost memory
 
     def __init__(self, loader: BatchLoader, compact: bool):
-        previous = loader._active() if loader._active is not None else None
-        if previous is not None:
-            # A persistent DataLoader has ONE iterator, reset by iter(): the old thread must
-            # stop using it (and the ring) before the new pass starts.
-            previous.close(join=True)
+        loader.stop()
         if loader.ring is not None:
             loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
         it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
@@ -152,7 +119,7 @@ class _HostIter:
             target=_host_loop, args=(it, loader, compact, self._queue, self._stop),
             name="myxtts-batches", daemon=True)
         self._thread.start()
-        loader._active = weakref.ref(self)
+        loader._thread = (self._thread, self._stop)
 
     def __iter__(self):
         return self
@@ -168,12 +135,10 @@ class _HostIter:
             raise value
         raise StopIteration
 
-    def close(self, join: bool = False) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
+    def close(self) -> None:
+        if self._thread is not None:
             self._stop.set()
-            if join:
-                thread.join()
+            self._thread = None
 
     def __del__(self):
         self.close()
@@ -241,7 +206,7 @@ def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, worl
     workers = d.num_workers if num_workers is None else num_workers
     persistent = (split == "train") if persistent_workers is None else persistent_workers
     persistent = persistent and workers > 0
-    fork = "fork" in mp.get_all_start_methods()
+    fork = sys.platform.startswith("linux")  # fork is the safe default there, not on macOS
     ring = None
     if persistent and fork and len(sampler.buckets):
         # Slots for every batch the DataLoader keeps in flight, plus the one being copied out.
@@ -362,6 +327,8 @@ class BatchStream:
             raise ValueError("the split has no utterances; nothing to train on")
         if self.position >= self.epoch_len:
             self.epoch, self.position = self.epoch + 1, 0
+        if hasattr(self.loader, "stop"):
+            self.loader.stop()  # a previous pass must not advance the sampler any more
         self.sampler.infinite = True
         self.sampler.load_state_dict({"epoch": self.epoch, "position": self.position})
         self._pf = iter(DevicePrefetcher(self.loader, self.device, self.transform))

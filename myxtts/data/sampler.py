@@ -136,7 +136,7 @@ class BucketSampler(Sampler):
         plan_idx = np.union1d(plan_idx, self.indices)  # every served utterance must have a bucket
         self.shuffle, self.seed, self.rank, self.world_size = shuffle, seed, rank, world_size
         self.infinite = infinite
-        self.epoch, self._position = 0, 0
+        self.epoch, self._position, self._generation = 0, 0, 0
         self._cache: tuple[int, list] | None = None
 
         pm, lens = pad_multiple, self.mel_lens[plan_idx]
@@ -161,9 +161,10 @@ class BucketSampler(Sampler):
     @classmethod
     def from_config(cls, mel_lens, text_lens, data_cfg, indices=None, **kw) -> "BucketSampler":
         d = data_cfg
-        return cls(mel_lens, text_lens, indices, frame_budget=d.frame_budget,
-                   budget_mode=d.budget_mode, max_batch_size=d.max_batch_size,
-                   pad_multiple=d.pad_multiple, max_buckets=d.max_buckets, **kw)
+        settings = dict(frame_budget=d.frame_budget, budget_mode=d.budget_mode,
+                        max_batch_size=d.max_batch_size, pad_multiple=d.pad_multiple,
+                        max_buckets=d.max_buckets)
+        return cls(mel_lens, text_lens, indices, **{**settings, **kw})  # kw wins
 
     # ------------------------------------------------------------------------------ planning
 
@@ -205,11 +206,15 @@ class BucketSampler(Sampler):
         return -(-n // self.world_size)
 
     def __iter__(self):
+        self._generation += 1
+        me = self._generation  # a newer iterator retires this one: no stale position updates
         while True:
             plan = self.plan()
             while self._position < len(plan):
                 self._position += 1
                 yield plan[self._position - 1]
+                if self._generation != me:
+                    return
             self._position = 0
             if not self.infinite:
                 return

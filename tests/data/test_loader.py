@@ -118,3 +118,14 @@ def test_on_the_fly_stream_yields_the_contract(cache, cfg):
         assert a.keys() == b.keys()
         assert all(a[k].shape == b[k].shape for k in a)
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["tokens"], b["tokens"])
+
+
+def test_rewinding_a_running_stream_on_the_same_loader(cache, cfg):
+    # the persistent workers and the ring are reused; the old pass must be fully stopped
+    stream = BatchStream(make_loader(cache, cfg))
+    take(stream, 3)
+    state = stream.state_dict()
+    expected = take(stream, 5)
+    for _ in range(2):
+        stream.load_state_dict(state)
+        assert all(same(a, b) for a, b in zip(expected, take(stream, 5)))
