@@ -15,6 +15,7 @@ import torch
 # mode name → module implementing it
 MODES = {
     "loader": "myxtts.bench.loader",
+    "train": "myxtts.bench.train",
 }
 
 
