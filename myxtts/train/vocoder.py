@@ -28,6 +28,7 @@ from myxtts.audio import LOG_FLOOR, MelSpectrogram
 from myxtts.config import Config
 from myxtts.data.cache import Cache
 from myxtts.errors import UserError
+from myxtts.models.checkpoint import load_weights, read_metadata
 from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
                                    MultiScaleDiscriminator, discriminator_loss, generator_loss,
                                    random_segments)
@@ -165,10 +166,18 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
     device = pick_device()
     precision = resolve(cfg.train.precision, device)
     _seed_everything(cfg, 0)
+    # Asked first, so that a cache without waveforms gets this message rather than a settings
+    # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
+    if not cfg.data.on_the_fly and not Cache(data).has_wav:
+        raise UserError(f"{data}: the cache holds no waveforms (prepared with data.store_wav="
+                        "false); the vocoder trains on them: prepare it again with "
+                        "data.store_wav=true, or train with data.on_the_fly=true")
     cache = Cache(data, expect=cfg)
-    if len(cache) and not cfg.data.on_the_fly:
-        cache.wav(0)  # a UserError now, not in a loader worker, when no waveforms were stored
     vocab = cache.vocab.symbols
+    last = ckpt.latest(out)
+    kind = read_metadata(last / "model.safetensors")["kind"] if last is not None else "vocoder"
+    if kind != "vocoder":  # checked before anything is written into that directory
+        raise UserError(f"{out} holds an {kind} run; give the vocoder stage its own --out")
 
     gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length).to(device)
     mpd, msd = MultiPeriodDiscriminator().to(device), MultiScaleDiscriminator().to(device)
@@ -177,14 +186,8 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
     log = RunLog(out, cfg, True, progress and sys.stderr.isatty())
 
     step = 0
-    last = ckpt.latest(out)
     if last is not None:
-        from myxtts.models.checkpoint import load_weights
-
-        meta = load_weights(gen, last / "model.safetensors")
-        if meta.get("kind") != "vocoder":
-            raise UserError(f"{out} holds a {meta.get('kind')} run; give the vocoder stage its "
-                            "own --out directory")
+        load_weights(gen, last / "model.safetensors")
         state = ckpt.load_state(last)
         step_fn.load_state_dict(state["step_fn"])
         batches.load_state_dict(state["batches"])
@@ -199,9 +202,9 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
             f"generator parameters (+{n_disc / 1e6:.2f} M in the discriminators) | device "
             f"{device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'})"
             f" | precision {precision.name}")
-    log.say(f"data: {len(cache)} utterances, {cache.seconds() / 3600:.2f} h | segments of "
-            f"{cfg.vocoder.segment_frames} frames ({cfg.vocoder.segment_frames * cfg.audio.hop_length}"
-            f" samples) | {len(batches.shapes)} batch shapes")
+    seg = cfg.vocoder.segment_frames
+    log.say(f"data: {len(cache)} utterances, {cache.seconds() / 3600:.2f} h | segments of {seg} "
+            f"frames ({seg * cfg.audio.hop_length} samples) | {len(batches.shapes)} batch shapes")
 
     fps = cfg.audio.sample_rate / cfg.audio.hop_length
     timer = StepTimer(device, warmup_steps=min(len(batches.shapes), 2), frames_per_second=fps)

@@ -1,5 +1,6 @@
 import json
 import math
+import shutil
 import subprocess
 import sys
 
@@ -71,3 +72,30 @@ def test_vocoder_stage_refuses_several_processes(lj_cache, tmp_path, monkeypatch
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(UserError, match="one process"):
         train_vocoder(load("tiny"), lj_cache, tmp_path / "voc", progress=False)
+
+
+def test_vocoder_stage_needs_stored_waveforms(lj_cache, tmp_path):
+    from myxtts.train.vocoder import train_vocoder
+
+    nowav = tmp_path / "nowav"
+    nowav.mkdir()
+    shutil.copy(lj_cache / "index.json", nowav / "index.json")
+    meta = json.loads((lj_cache / "meta.json").read_text())
+    meta["settings"]["data"]["store_wav"] = False
+    (nowav / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UserError, match="store_wav=true"):
+        train_vocoder(load("tiny"), nowav, tmp_path / "voc", progress=False)
+
+
+def test_vocoder_stage_refuses_an_acoustic_run_directory(lj_cache, tmp_path):
+    from myxtts.models.xtts import XTTS
+    from myxtts.train import checkpoint as ckpt
+    from myxtts.train.vocoder import train_vocoder
+
+    cfg = load("tiny")
+    vocab = Cache(lj_cache).vocab.symbols
+    ckpt.save(tmp_path / "acoustic", 1, XTTS(cfg.model, len(vocab), cfg.audio.n_mels), cfg,
+              vocab, {"step": 1}, keep_last=1)
+    with pytest.raises(UserError, match="own --out"):
+        train_vocoder(cfg, lj_cache, tmp_path / "acoustic", progress=False)
+    assert not (tmp_path / "acoustic" / "metrics.jsonl").exists()
