@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +40,10 @@ class Problem:
 
 
 def _inside(root: Path, path: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
+    """Lexically inside ``root`` (``..`` resolved, symlinks not followed: a corpus whose wavs/
+    links to another disk is fine; an id or path that climbs out of the folder is not)."""
+    r, p = os.path.normpath(os.path.abspath(root)), os.path.normpath(os.path.abspath(path))
+    return p == r or p.startswith(r + os.sep)
 
 
 def _find_audio(root: Path, wav_dir: Path, stem: str) -> Path | None:
