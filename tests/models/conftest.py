@@ -1,0 +1,81 @@
+"""Shared helpers for the model tests: the tiny preset, random batches, real LJSpeech batches."""
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from myxtts import audio
+from myxtts.config import Config, load
+from myxtts.text import TextProcessor, Vocabulary
+
+LJ = Path(__file__).resolve().parents[1] / "fixtures" / "ljspeech"
+SILENCE = math.log(audio.LOG_FLOOR)
+
+
+def tiny(*overrides: str) -> Config:
+    return load("tiny", list(overrides))
+
+
+def random_batch(n_vocab=40, n_mels=80, token_lens=(23, 17, 9), mel_lens=(64, 50, 31),
+                 ref_lens=(48, 30, 12), tt=None, tm=None, tr=None, seed=0) -> dict:
+    """A batch in the loader's layout; padding filled like the loader does (0 / log floor)."""
+    g = torch.Generator().manual_seed(seed)
+    b = len(token_lens)
+    tt, tm, tr = tt or max(token_lens), tm or max(mel_lens), tr or max(ref_lens)
+    tokens = torch.zeros(b, tt, dtype=torch.long)
+    mel = torch.full((b, tm, n_mels), SILENCE)
+    ref = torch.full((b, tr, n_mels), SILENCE)
+    for i in range(b):
+        tokens[i, :token_lens[i]] = torch.randint(2, n_vocab, (token_lens[i],), generator=g)
+        tokens[i, token_lens[i] - 1] = 1  # end of sentence
+        mel[i, :mel_lens[i]] = torch.randn(mel_lens[i], n_mels, generator=g) * 2 - 5
+        ref[i, :ref_lens[i]] = torch.randn(ref_lens[i], n_mels, generator=g) * 2 - 5
+    return {"tokens": tokens, "token_lens": torch.tensor(token_lens), "mel": mel,
+            "mel_lens": torch.tensor(mel_lens), "ref_mel": ref, "ref_lens": torch.tensor(ref_lens),
+            "speaker": torch.zeros(b, dtype=torch.long)}
+
+
+def lj_rows() -> list[tuple[str, str]]:
+    with open(LJ / "metadata.csv", encoding="utf-8") as f:
+        return [(r[0], r[2]) for r in csv.reader(f, delimiter="|", quoting=csv.QUOTE_NONE)]
+
+
+def lj_batch(cfg: Config, ids: list[str], pad_multiple: int = 16):
+    """Real clips → (batch, vocabulary). Reference of utterance i = utterance i-1 (same speaker,
+    another utterance), cut to 200 frames, as the loader's reference clips are."""
+    texts = dict(lj_rows())
+    tp = TextProcessor(cfg.text)
+    vocab = Vocabulary.build(Counter(s for i in ids for s in tp.symbols(texts[i])[0]))
+    tp = TextProcessor(cfg.text, vocab)
+    toks = [tp.encode(texts[i]) for i in ids]
+    mels = [torch.from_numpy(audio.mel_spectrogram(
+        audio.preprocess(audio.load_audio(LJ / "wavs" / f"{i}.wav", cfg.audio.sample_rate),
+                         cfg.audio), cfg.audio)) for i in ids]
+    tm = -(-max(m.shape[0] for m in mels) // pad_multiple) * pad_multiple
+    b = len(ids)
+    tokens = torch.zeros(b, max(map(len, toks)), dtype=torch.long)
+    mel = torch.full((b, tm, cfg.audio.n_mels), SILENCE)
+    for i, (t, m) in enumerate(zip(toks, mels)):
+        tokens[i, :len(t)] = torch.tensor(t)
+        mel[i, :m.shape[0]] = m
+    mel_lens = torch.tensor([m.shape[0] for m in mels])
+    batch = {"tokens": tokens, "token_lens": torch.tensor([len(t) for t in toks]), "mel": mel,
+             "mel_lens": mel_lens, "ref_mel": mel.roll(1, 0)[:, :200].clone(),
+             "ref_lens": mel_lens.roll(1).clamp(max=200), "speaker": torch.zeros(b, dtype=torch.long)}
+    return batch, vocab
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # One intra-op thread: these matrices are too small to gain much from two, and on a busy
+    # machine OpenMP's spinning barriers make two threads up to 10x slower (measured).
+    # Results are also identical from run to run.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -1,0 +1,111 @@
+"""Model files: one .safetensors, readable by safetensors alone, self-describing, atomic, and
+clear errors for anything else."""
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import (FORMAT_VERSION, load_model, load_weights, resolve_checkpoint,
+                                      save_model)
+from myxtts.models.vocoder import HiFiGANGenerator
+from myxtts.models.xtts import XTTS
+
+from .conftest import random_batch, tiny
+
+SYMBOLS = ["<pad>", "<eos>"] + list(" abcdefghijklmnopqrstuvwxyz.,") + [f"x{i}" for i in range(9)]
+
+
+def _model(cfg):
+    torch.manual_seed(0)
+    return XTTS(cfg.model, len(SYMBOLS), cfg.audio.n_mels)
+
+
+def test_round_trip_with_safetensors_alone(tmp_path):
+    cfg = tiny("model.prenet_dropout=0")
+    model = _model(cfg)
+    path = save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS, step=1234)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]  # no temp file left behind
+
+    # Plain safetensors reads it: the weights, and the metadata as strings.
+    tensors = load_file(str(path))
+    assert set(tensors) == set(model.state_dict())
+    with safe_open(str(path), "pt") as f:
+        meta = f.metadata()
+    assert meta["format"] == "myxtts" and meta["format_version"] == str(FORMAT_VERSION)
+    assert meta["kind"] == "acoustic" and meta["step"] == "1234"
+    assert json.loads(meta["vocab"]) == SYMBOLS and "d_model: 128" in meta["config"]
+
+    loaded, cfg2, symbols, meta2 = load_model(path)
+    assert cfg2 == cfg and symbols == SYMBOLS and meta2["step"] == 1234
+    assert not loaded.training
+    batch = random_batch(n_vocab=len(SYMBOLS))
+    model.eval()
+    with torch.no_grad():
+        a, b = model(batch), loaded(batch)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_load_weights_into_existing_and_compiled_module(tmp_path):
+    cfg = tiny()
+    model = _model(cfg)
+    path = save_model(tmp_path / "m.safetensors", torch.compile(model), cfg, SYMBOLS)  # no prefix
+    assert not any(k.startswith("_orig_mod") for k in load_file(str(path)))
+    other = XTTS(cfg.model, len(SYMBOLS), cfg.audio.n_mels)
+    load_weights(other, path)
+    for (k, v), w in zip(model.state_dict().items(), other.state_dict().values()):
+        assert torch.equal(v, w), k
+
+
+def test_vocoder_round_trip(tmp_path):
+    cfg = tiny()
+    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length)
+    path = save_model(tmp_path / "v.safetensors", gen, cfg, SYMBOLS, kind="vocoder")
+    loaded, _, _, meta = load_model(path)
+    assert meta["kind"] == "vocoder" and isinstance(loaded, HiFiGANGenerator)
+    mel = torch.randn(1, 6, cfg.audio.n_mels) - 5
+    with torch.no_grad():
+        assert torch.equal(gen.eval()(mel), loaded(mel))
+
+
+def test_resolve_run_directory_picks_newest(tmp_path):
+    cfg = tiny()
+    model = _model(cfg)
+    run = tmp_path / "run"
+    for step in (900, 1000, 200):
+        save_model(run / "checkpoints" / f"step-{step:08d}" / "model.safetensors", model, cfg,
+                   SYMBOLS, step=step)
+    (run / "checkpoints" / "step-00005000").mkdir()  # unfinished: no model file
+    assert resolve_checkpoint(run).parent.name == "step-00001000"
+    assert load_model(run)[3]["step"] == 1000
+    flat = tmp_path / "flat"
+    save_model(flat / "model.safetensors", model, cfg, SYMBOLS)
+    assert resolve_checkpoint(flat) == flat / "model.safetensors"
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        load_model(tmp_path / "missing.safetensors")
+    (tmp_path / "empty_run").mkdir()
+    with pytest.raises(UserError, match="no checkpoint"):
+        load_model(tmp_path / "empty_run")
+    junk = tmp_path / "junk.safetensors"
+    junk.write_text("model: not really\n")
+    with pytest.raises(UserError, match="not a MyXTTS checkpoint"):
+        load_model(junk)
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": torch.zeros(2)}, str(foreign), metadata={"format": "pt"})
+    with pytest.raises(UserError, match="not a MyXTTS checkpoint"):
+        load_model(foreign)
+    cfg = tiny()
+    path = save_model(tmp_path / "m.safetensors", _model(cfg), cfg, SYMBOLS)
+    tensors = load_file(str(path))
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    meta["format_version"] = str(FORMAT_VERSION + 1)
+    save_file(tensors, str(tmp_path / "future.safetensors"), metadata=meta)
+    with pytest.raises(UserError, match="format version"):
+        load_model(tmp_path / "future.safetensors")
