@@ -185,6 +185,7 @@ def padding_by_multiple(cache: Cache, cfg: Config) -> dict:
 
 
 def run(args) -> int:
+    load_before = os.getloadavg()[0]  # other processes' CPU use skews every number below
     cfg = load(args.config, args.overrides)
     workers = cfg.data.num_workers if args.workers is None else args.workers
     path = Path(args.data) if args.data else demo_cache(cfg)
@@ -238,6 +239,8 @@ def run(args) -> int:
             "padding_by_pad_multiple": padding_by_multiple(cache, cfg)},
         "simulated_step": dict(step_info, mean_ms=mean_ms),
         "quick": bool(args.quick),
+        "load_avg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
+                          "cores": os.cpu_count()},
     }
     result["targets"] = {
         "cached_vs_naive_ge_20x": result["loader"]["cached"]["speedup"] >= 20,
@@ -278,6 +281,10 @@ def print_table(r: dict) -> None:
         print(f"simulated step: {st['mean_ms']:.2f} ms per batch (--step-ms)")
     print(f"input-bound: {sim['input_bound_pct']:.2f} % (blocked {sim['wait_s']:.3f} s of "
           f"{sim['wall_s']:.2f} s over {sim['batches']} batches)")
+    la = r["load_avg_1min"]
+    if max(la["before"], la["after"]) > 0.5 * la["cores"]:
+        print(f"note: load average {la['before']:.1f} -> {la['after']:.1f} on {la['cores']} cores: "
+              "other processes competed for the CPU during this run")
     t = r["targets"]
     print(f"targets: cached >= 20x naive {ok(t['cached_vs_naive_ge_20x'])}; input-bound < 1 % "
           f"{ok(t['input_bound_lt_1pct'])}; padding <= 10 % {ok(t['padding_le_10pct'])}")

@@ -165,10 +165,28 @@ def widen(batch: dict) -> dict:
         x = batch.get(key)
         if x is not None and x.dtype != torch.float32:
             pad = torch.arange(x.shape[1], device=x.device)[None, :] >= batch[lens][:, None]  # (B, T)
-            out[key] = x.float().masked_fill_(pad[..., None], MEL_PAD)  # (B, T, n_mels)
+            if x.is_cuda:
+                out[key] = x.float().masked_fill_(pad[..., None], MEL_PAD)  # (B, T, n_mels)
+            else:  # numpy: one thread (see single_threaded_copy)
+                y = x.numpy().astype(np.float32)
+                y[pad.numpy()] = MEL_PAD
+                out[key] = torch.from_numpy(y)
     if "wav" in batch and batch["wav"].dtype == torch.int16:
-        out["wav"] = batch["wav"].float().mul_(1.0 / 32768)  # (B, Tm * hop)
+        w = batch["wav"]  # (B, Tm * hop)
+        out["wav"] = w.float().mul_(1.0 / 32768) if w.is_cuda else \
+            torch.from_numpy(np.multiply(w.numpy(), np.float32(1.0 / 32768), dtype=np.float32))
     return out
+
+
+def single_threaded_copy(v: torch.Tensor, pin: bool = False) -> torch.Tensor:
+    """A CPU copy of ``v`` in memory of its own (pinned if asked), made by numpy.
+
+    numpy copies on the calling thread. torch splits a large copy over its intra-op pool, and
+    when another process holds one of the cores (loader workers, a shared machine) the whole
+    copy waits for the descheduled thread: 16 ms instead of 0.8 ms for 4 MB on 2 busy cores."""
+    dst = torch.empty(v.shape, dtype=v.dtype, pin_memory=pin)
+    np.copyto(dst.numpy(), v.numpy())
+    return dst
 
 
 class CachedBatches(Dataset):

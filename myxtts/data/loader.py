@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from myxtts.config import Config
-from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, widen
+from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, single_threaded_copy, widen
 from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
 from myxtts.data.sampler import BatchPlan, BucketSampler
 
@@ -149,11 +149,9 @@ def _to_host(loader: BatchLoader, item, compact: bool) -> dict:
     in_ring = isinstance(item, SlotRef)
     src = loader.ring.views(item.plan.slot, loader.dataset.layout(item.plan)) if in_ring else item
     out = src if compact else widen(src)  # widen makes new mel tensors, keeps the others
-    if loader.pin:
-        out = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True).copy_(v)
-               if v is src[k] else v.pin_memory() for k, v in out.items()}
-    elif in_ring:
-        out = {k: v.clone() if v is src[k] else v for k, v in out.items()}
+    # Copy what still lives in the ring (or everything, into pinned memory when pinning).
+    out = {k: single_threaded_copy(v, loader.pin) if loader.pin or (in_ring and v is src[k]) else v
+           for k, v in out.items()}
     if in_ring:
         loader.ring.release(item.plan.slot)
     return out
