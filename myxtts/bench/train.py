@@ -3,9 +3,10 @@ same batches, in one run.
 
   eager_fp32           train.compile=off, fp32
   eager_amp            train.compile=off, bf16 autocast (fp16 + GradScaler on a GPU without
-                       bf16; on the CPU bf16 autocast if this build supports it, else skipped)
-  compiled             train.compile=default (inductor), at eager_amp's precision (fp32 when
-                       eager_amp is skipped), so compile_speedup compares like with like
+                       bf16, or train.precision=fp16; on the CPU bf16 autocast if this build
+                       supports it, else skipped)
+  compiled             train.compile=default (inductor), at the precision a training run uses
+                       (train.precision; auto: bf16 on a GPU, fp32 on the CPU)
   compiled_cudagraphs  train.compile=cudagraphs (inductor + CUDA graphs); GPU only
 
 Every mode starts from the same initial weights (train.seed) and steps through one fixed list
@@ -17,7 +18,9 @@ frames (``mel_lens``, summed on the host before the timed loop); MFU is the FLOP
 (counted once per batch with FlopCounterMode on the eager model; a compiled step runs the same
 maths) per second against the device's dense bf16 peak (``observe.flops``), None on the CPU or
 a GPU not in the table. Recompiles after warm-up = graphs dynamo compiled during the timed loop
-(0 expected: one graph per bucket shape, all compiled during warm-up).
+(0 expected: one graph per bucket shape, all compiled during warm-up). compile_speedup =
+compiled frames/s / frames/s of the eager mode at the same precision: eager_amp on a GPU,
+eager_fp32 on the CPU (whose training default is fp32).
 
 ``--quick`` on a CPU uses the tiny preset with a smaller model and compiles with the aot_eager
 backend (dynamo capture + AOTAutograd forward/backward without inductor's C++ code generation,
@@ -187,7 +190,7 @@ def run(args) -> int:
     from myxtts.data.cache import Cache
     from myxtts.observe import rig as rigs
     from myxtts.observe.flops import count_step_flops
-    from myxtts.train.precision import pick_device
+    from myxtts.train.precision import pick_device, resolve
 
     device = pick_device(0)
     cpu = device.type != "cuda"
@@ -204,7 +207,8 @@ def run(args) -> int:
     if not batches:
         raise UserError(f"{path}: no training batches")
     peak_name = torch.cuda.get_device_name(device) if not cpu else "CPU"
-    amp, amp_reason = amp_precision(device)
+    run_precision = resolve(cfg.train.precision, device).name  # what a training run uses
+    amp, amp_reason = (run_precision, "") if run_precision != "fp32" else amp_precision(device)
     backend = "aot_eager" if quick_cpu else "inductor"
     say = print
     say(f"myxtts bench train: {device_name()}, config {config}"
@@ -216,8 +220,8 @@ def run(args) -> int:
 
     plan = {"eager_fp32": ("fp32", "off", None),
             "eager_amp": (amp, "off", None if amp else amp_reason),
-            "compiled": (amp or "fp32", "default", None),
-            "compiled_cudagraphs": (amp or "fp32", "cudagraphs",
+            "compiled": (run_precision, "default", None),
+            "compiled_cudagraphs": (run_precision, "cudagraphs",
                                     "needs a CUDA GPU (CUDA graphs)" if cpu else None)}
     results, flops, params = {}, None, None
     for name in MODES:
@@ -251,7 +255,7 @@ def run(args) -> int:
     torch._dynamo.reset()
 
     ran = [results[m]["recompiles_after_warmup"] for m in COMPILED if not results[m]["skipped"]]
-    base_mode = "eager_amp" if not results["eager_amp"]["skipped"] else "eager_fp32"
+    base_mode = "eager_fp32" if run_precision == "fp32" else "eager_amp"  # same precision
     comp, ref = results["compiled"], results[base_mode]
     speedup = comp["frames_per_s"] / ref["frames_per_s"] \
         if not comp["skipped"] and ref["frames_per_s"] else None
@@ -263,7 +267,7 @@ def run(args) -> int:
         "flops_per_batch": flops,
         "train": dict(results, recompiles_after_warmup=max(ran) if ran else None),
         "compile_speedup": speedup,
-        "compile_speedup_basis": f"compiled frames/s / {base_mode} frames/s",
+        "compile_speedup_basis": f"compiled ({run_precision}) frames/s / {base_mode} frames/s",
     }
     print_table(result)
     if args.json:
