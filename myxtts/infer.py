@@ -59,11 +59,11 @@ class Synthesizer:
             if vmeta["kind"] != "vocoder":
                 raise UserError(f"{vmeta['path']} is an {vmeta['kind']} checkpoint, not a vocoder")
             keys = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
-            diff = [k for k in keys if getattr(vcfg.audio, k) != getattr(self.cfg.audio, k)]
+            diff = [f"audio.{k}: {getattr(vcfg.audio, k)} vs {getattr(self.cfg.audio, k)}"
+                    for k in keys if getattr(vcfg.audio, k) != getattr(self.cfg.audio, k)]
             if diff:
                 raise UserError("the vocoder was trained on other mel features than the acoustic "
-                                "model (" + ", ".join(f"audio.{k}: {getattr(vcfg.audio, k)} vs "
-                                                      f"{getattr(self.cfg.audio, k)}" for k in diff) + ")")
+                                f"model ({', '.join(diff)})")
 
     @property
     def sample_rate(self) -> int:
@@ -82,7 +82,8 @@ class Synthesizer:
         """A wav file → ref_mel (1, Tr, M), ref_lens (1,); None → neutral voice (length 0)."""
         a = self.cfg.audio
         if path is None:
-            return torch.full((1, 1, a.n_mels), math.log(audio.LOG_FLOOR)), torch.zeros(1, dtype=torch.long)
+            silence = torch.full((1, 1, a.n_mels), math.log(audio.LOG_FLOOR))
+            return silence, torch.zeros(1, dtype=torch.long)
         try:
             wav = audio.load_audio(path, a.sample_rate)
         except audio.AudioError as e:
@@ -140,8 +141,8 @@ class Synthesizer:
             for m in mels:  # one at a time: lengths differ and the generator is fully conv
                 n = m.shape[0] * a.hop_length
                 if m.shape[0] < min_frames:
-                    pad = torch.full((min_frames - m.shape[0], m.shape[1]), math.log(audio.LOG_FLOOR))
-                    m = torch.cat([m, pad])
+                    pad = math.log(audio.LOG_FLOOR)
+                    m = torch.cat([m, m.new_full((min_frames - m.shape[0], m.shape[1]), pad)])
                 if self.vocoder is None:
                     wav = audio.griffin_lim(m, a)
                 else:
@@ -174,7 +175,8 @@ def _read_texts(args) -> list[str]:
         p = Path(args.texts)
         if not p.is_file():
             raise UserError(f"--texts: file not found: {p}")
-        texts += [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = p.read_text(encoding="utf-8").splitlines()
+        texts += [line.strip() for line in lines if line.strip()]
     if not texts:
         raise UserError("nothing to say: give --text \"...\" or --texts FILE (one sentence a line)")
     return texts
@@ -220,7 +222,8 @@ def add_parser(sub) -> None:
     p.add_argument("--text", help="the sentence to say")
     p.add_argument("--texts", metavar="FILE", help="a text file, one sentence per line")
     p.add_argument("--reference", metavar="WAV",
-                   help="voice to clone: 1-10 s of speech, any rate/format (default: neutral voice)")
+                   help="voice to clone: 1-10 s of speech, any rate/format "
+                        "(default: the neutral voice)")
     p.add_argument("--vocoder", metavar="CKPT",
                    help="HiFi-GAN checkpoint (default: Griffin-Lim, lower quality)")
     p.add_argument("--out", metavar="OUT.wav|DIR",

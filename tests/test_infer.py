@@ -1,5 +1,4 @@
 """`Synthesizer` and `myxtts synthesize`: references of any rate, neutral voice, clear errors."""
-import math
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -9,7 +8,6 @@ import pytest
 import soundfile as sf
 import torch
 
-from myxtts import audio
 from myxtts.cli import main
 from myxtts.config import load
 from myxtts.errors import UserError
@@ -72,6 +70,16 @@ def test_any_format_and_channel_count(synth, tmp_path):
     sf.write(str(stereo), np.stack([wav, 0.5 * wav], axis=1), sr)
     mel, lens = synth.reference(stereo)
     assert mel.shape[2] == 80 and int(lens) > 100
+
+
+def test_long_reference_is_cut_to_ten_seconds(synth, tmp_path, monkeypatch):
+    wav, sr = sf.read(str(MALE_16K), dtype="float32")
+    long = tmp_path / "long.wav"
+    sf.write(str(long), np.concatenate([wav] * 4), sr)  # ~16 s
+    notes = []
+    monkeypatch.setattr(synth, "log", notes.append)
+    mel, lens = synth.reference(long)
+    assert mel.shape[1] <= 10 * 22050 // 256 and any("first 10 s" in n for n in notes)
 
 
 def test_neutral_voice_and_seeded_determinism(synth):

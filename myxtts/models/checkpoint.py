@@ -26,7 +26,6 @@ import os
 import re
 from pathlib import Path
 
-import torch
 import yaml
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
@@ -110,7 +109,8 @@ def read_metadata(path) -> dict:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
     except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"{path} is not a MyXTTS checkpoint (not a safetensors file: {e})") from None
+        raise UserError(f"{path} is not a MyXTTS checkpoint (not a safetensors file: {e})") \
+            from None
     if meta.get("format") != FORMAT:
         raise UserError(f"{path} is not a MyXTTS checkpoint (no MyXTTS metadata)")
     version = meta.get("format_version", "?")
@@ -137,7 +137,8 @@ def _load_state(model: nn.Module, path: Path, device) -> None:
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # a tensor of the wrong shape
-        raise UserError(f"{path}: weights do not fit the model its config describes ({e})") from None
+        raise UserError(f"{path}: weights do not fit the model its config describes "
+                        f"({e})") from None
     if missing or unexpected:
         raise UserError(f"{path}: weights do not fit the model its config describes "
                         f"(missing {missing[:3]}, unexpected {unexpected[:3]})")

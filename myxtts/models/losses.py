@@ -69,9 +69,11 @@ def stop_loss(stop_logits, mel_lens, reduction: int, pos_weight: float):
     idx = torch.arange(stop_logits.shape[1], device=stop_logits.device)[None, :]  # (1, S)
     target = (idx == (step_lens - 1)[:, None]).to(stop_logits.dtype)  # (B, S)
     mask = (idx < step_lens[:, None]).to(stop_logits.dtype)  # (B, S)
-    bce = F.binary_cross_entropy_with_logits(
-        stop_logits.float(), target.float(), reduction="none",
-        pos_weight=torch.tensor(pos_weight, device=stop_logits.device))
+    # BCE with pos_weight written out: -[w*y*log(s(x)) + (1-y)*log(1-s(x))]. (The built-in
+    # takes pos_weight as a tensor, and building one from a float is a blocking host-to-device
+    # copy on every eager step.)
+    x, y = stop_logits.float(), target.float()
+    bce = pos_weight * y * F.softplus(-x) + (1.0 - y) * F.softplus(x)
     return (bce * mask).sum() / mask.sum().clamp(min=1.0)
 
 

@@ -73,7 +73,8 @@ class HiFiGANGenerator(nn.Module):
             # Kernel 2u (even u) or 2u+1 (odd u) with padding (k-u)//2 gives exactly L*u samples.
             k = 2 * u if u % 2 == 0 else 2 * u + 1
             c_in, c_out = ch // 2 ** i, ch // 2 ** (i + 1)
-            self.ups.append(weight_norm(nn.ConvTranspose1d(c_in, c_out, k, u, padding=(k - u) // 2)))
+            up = nn.ConvTranspose1d(c_in, c_out, k, u, padding=(k - u) // 2)
+            self.ups.append(weight_norm(up))
             self.resblocks.append(nn.ModuleList(ResBlock(c_out, kk, dd)
                                                 for kk, dd in zip(kernels, dilations)))
         self.conv_post = weight_norm(nn.Conv1d(ch // 2 ** len(self.rates), 1, 7, 1, padding=3))
