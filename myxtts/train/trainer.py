@@ -164,6 +164,8 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True)
     finally:
         stopper.restore()
     summary = timer.summary()
+    if device.type == "cuda":
+        summary["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(core, info, device)
     summary.update(steps=step, wall_seconds=time.perf_counter() - t_start,
