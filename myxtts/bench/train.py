@@ -1,7 +1,7 @@
 """`myxtts bench train`: the training step in each execution mode, on the same model and the
 same batches, in one run.
 
-  eager_fp32           train.compile=off, fp32
+  eager_fp32           train.compile=off, fp32 (TF32 matmuls on a GPU, as the trainer runs fp32)
   eager_amp            train.compile=off, bf16 autocast (fp16 + GradScaler on a GPU without
                        bf16, or train.precision=fp16; on the CPU bf16 autocast if this build
                        supports it, else skipped)
@@ -63,7 +63,7 @@ def add_arguments(p) -> None:
     p.add_argument("--data", help="prepared cache (default: prepare the bundled demo corpus)")
     p.add_argument("--quick", action="store_true",
                    help="fewer steps; on a CPU a small model and the aot_eager compile backend "
-                        "(about 3 minutes on 2 cores)")
+                        "(under 3 minutes on 2 cores)")
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--steps", type=int, help="timed steps per mode (default: 30, --quick 10; "
                                              "on a CPU 10, --quick 4)")
