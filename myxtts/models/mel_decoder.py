@@ -7,6 +7,11 @@ Tm / r long (cheaper attention, and a coarser, easier alignment).
 Teacher forcing (training): the input of step s is the *last* frame of group s-1; step 0 gets a
 zero "go" frame (zero in the normalised mel space below). Generation feeds back its own output.
 
+Stop: the stop head sees the decoder state *and* where the alignment is (expected relative text
+position, attention mass on the final token; detached, so the stop loss does not bend the
+alignment). Left to the hidden state alone, a small model learns "stop around step N" from the
+positions of its training utterances and stops mid-sentence or babbles past the end.
+
 Pre-net dropout is always on, training and inference (Tacotron 2): it is the model's defence
 against exposure bias and the source of variation between seeds. At inference it draws its masks
 from a caller-supplied ``torch.Generator`` so a seed reproduces the output exactly.
@@ -32,6 +37,24 @@ def normalize_mel(mel: torch.Tensor) -> torch.Tensor:
 
 def denormalize_mel(x: torch.Tensor) -> torch.Tensor:
     return x * MEL_STD + MEL_MEAN
+
+
+def text_attention(attn: torch.Tensor, n_text: int) -> torch.Tensor:
+    """(B, S, Tt+K) alignment-layer weights → (B, S, Tt), renormalised over the text keys.
+    The softmax also covers the conditioning latents; without renormalising, the guided
+    attention loss could be dodged by moving mass onto the latents."""
+    a = attn[..., :n_text].float()
+    return a / a.sum(-1, keepdim=True).clamp(min=1e-8)
+
+
+def alignment_features(text_attn: torch.Tensor, token_lens: torch.Tensor) -> torch.Tensor:
+    """(B, S, Tt) text attention → (B, S, 2): expected position / (N-1), mass on token N-1."""
+    idx = torch.arange(text_attn.shape[-1], device=text_attn.device)  # (Tt,)
+    last = token_lens.clamp(min=1)[:, None] - 1  # (B, 1)
+    rel = idx[None, :].float() / last.clamp(min=1).float()  # (B, Tt)
+    progress = (text_attn * rel[:, None, :]).sum(-1)  # (B, S)
+    end_mass = (text_attn * (idx[None, :] == last)[:, None, :]).sum(-1)  # (B, S)
+    return torch.stack([progress, end_mass], dim=-1).detach()
 
 
 class Prenet(nn.Module):
@@ -71,6 +94,10 @@ class PostNet(nn.Module):
         self.convs = nn.ModuleList(nn.Conv1d(i, o, 5, padding=2) for i, o in zip(dims, dims[1:]))
         self.norms = nn.ModuleList(nn.LayerNorm(o) for o in dims[1:-1])
         self.dropout = dropout
+        # Zero residual at initialisation: mel_post starts equal to mel_pre instead of adding
+        # noise on top of it, and the post-net learns only the correction.
+        nn.init.zeros_(self.convs[-1].weight)
+        nn.init.zeros_(self.convs[-1].bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x (B, T, n_mels) normalised mel, mask (B, T) → residual (B, T, n_mels)."""
@@ -98,6 +125,7 @@ class MelDecoder(nn.Module):
         self.norm = RMSNorm(d)
         self.mel_out = nn.Linear(d, n_mels * self.r)
         self.stop_out = nn.Linear(d, 1)
+        self.stop_align = nn.Linear(2, 1)
         self.postnet = PostNet(n_mels, cfg.postnet_channels, cfg.postnet_layers, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
 
@@ -107,18 +135,24 @@ class MelDecoder(nn.Module):
                                    self.d)  # (S, d)
         return self.dropout(self.prenet(prev, generator) + self.alpha * pos.to(prev.dtype))
 
-    def _head(self, h: torch.Tensor):
-        """(B, S, d) → frames (B, S*r, n_mels) normalised, stop logits (B, S)."""
+    def _head(self, h: torch.Tensor, text_attn: torch.Tensor, token_lens: torch.Tensor):
+        """(B, S, d), text attention (B, S, Tt) → frames (B, S*r, n_mels) normalised,
+        stop logits (B, S)."""
         h = self.norm(h)
         b, s, _ = h.shape
         frames = self.mel_out(h).view(b, s * self.r, self.n_mels)
-        return frames, self.stop_out(h).squeeze(-1)
+        feats = alignment_features(text_attn, token_lens).to(h.dtype)  # (B, S, 2)
+        return frames, (self.stop_out(h) + self.stop_align(feats)).squeeze(-1)
 
     def forward(self, mel: torch.Tensor, memory: torch.Tensor, mem_mask: torch.Tensor,
-                mel_lens: torch.Tensor) -> dict:
+                mel_lens: torch.Tensor, token_lens: torch.Tensor, n_text: int) -> dict:
         """Teacher-forced pass. mel (B, Tm, n_mels) raw log-mel, Tm a multiple of r;
-        memory (B, Tk, d), mem_mask (B, Tk) → mel_pre/mel_post (B, Tm, n_mels) raw log-mel,
-        stop_logits (B, Tm/r), attn (B, Tm/r, Tk) weights of the alignment layer."""
+        memory (B, Tk, d) = [text (n_text) ; latents], mem_mask (B, Tk) → mel_pre/mel_post
+        (B, Tm, n_mels) raw log-mel, stop_logits (B, Tm/r), attn (B, Tm/r, n_text) text
+        attention of the alignment layer."""
+        if mel.shape[1] % self.r:  # static shape check: free under torch.compile
+            raise ValueError(f"mel length {mel.shape[1]} is not a multiple of the reduction "
+                             f"factor {self.r} (data.pad_multiple must be a multiple of it)")
         x = normalize_mel(mel)  # (B, Tm, M)
         last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
         prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
@@ -127,7 +161,8 @@ class MelDecoder(nn.Module):
         for i, block in enumerate(self.blocks):
             h, w = block(h, memory, mem_mask, need_weights=i == self.align_layer)
             attn = w if w is not None else attn
-        pre, stop = self._head(h)  # (B, Tm, M), (B, S)
+        attn = text_attention(attn, n_text)  # (B, S, Tt)
+        pre, stop = self._head(h, attn, token_lens)  # (B, Tm, M), (B, S)
         frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
         post = pre + self.postnet(pre, frame_mask)
         return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
@@ -141,14 +176,16 @@ class MelDecoder(nn.Module):
         """Cross-attention keys/values of every layer, computed once per generation."""
         return [block.cross_attn.project_kv(memory) for block in self.blocks]
 
-    def step(self, prev: torch.Tensor, pos: int, caches, kv_projs, mem_mask, generator=None):
+    def step(self, prev: torch.Tensor, pos: int, caches, kv_projs, mem_mask, token_lens,
+             n_text: int, generator=None):
         """One generation step. prev (B, 1, n_mels) normalised → frames (B, r, n_mels)
-        normalised, stop logit (B,), alignment weights (B, Tk)."""
+        normalised, stop logit (B,), text attention (B, n_text)."""
         h = self._embed(prev, pos, generator)  # (B, 1, d)
         attn = None
         for i, block in enumerate(self.blocks):
             h, w = block(h, mem_mask=mem_mask, need_weights=i == self.align_layer,
                          cache=caches[i], pos=pos, kv_proj=kv_projs[i])
             attn = w if w is not None else attn
-        frames, stop = self._head(h)
+        attn = text_attention(attn, n_text)  # (B, 1, Tt)
+        frames, stop = self._head(h, attn, token_lens)
         return frames, stop[:, 0], attn[:, 0]

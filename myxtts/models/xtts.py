@@ -10,8 +10,7 @@ trainer applies those from outside. ``forward`` and ``losses`` are free of host 
 data-dependent shapes, so one compiled graph serves each bucket shape.
 
 The returned ``attn`` is the alignment layer's attention restricted to the text keys and
-renormalised to sum to one per step: the softmax also covers the conditioning latents, and
-without renormalising the guided-attention loss could be dodged by moving mass onto latents.
+renormalised to sum to one per step (see mel_decoder.text_attention).
 """
 from __future__ import annotations
 
@@ -24,11 +23,13 @@ from myxtts.audio import LOG_FLOOR
 from myxtts.config import ModelConfig
 from myxtts.models.layers import Attention, FeedForward, length_mask
 from myxtts.models.losses import attention_diagonality, xtts_losses
-from myxtts.models.mel_decoder import MelDecoder, denormalize_mel, normalize_mel
+from myxtts.models.mel_decoder import (MelDecoder, alignment_features, denormalize_mel,
+                                       normalize_mel)
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
 
 LOG_SILENCE = math.log(LOG_FLOOR)
+MIN_PROGRESS = 0.8  # share of the text the alignment must have reached before a stop counts
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
@@ -78,12 +79,6 @@ class XTTS(nn.Module):
         mask = torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
         return memory, mask
 
-    @staticmethod
-    def _text_attention(attn: torch.Tensor, n_text: int) -> torch.Tensor:
-        """(B, S, Tt+K) → (B, S, Tt), renormalised over the text keys."""
-        a = attn[..., :n_text].float()
-        return a / a.sum(-1, keepdim=True).clamp(min=1e-8)
-
     # ------------------------------------------------------------------------ training
     def forward(self, batch: dict) -> dict:
         """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens (see data.loader) →
@@ -91,9 +86,8 @@ class XTTS(nn.Module):
         tokens = batch["tokens"]
         memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
                                    batch["ref_lens"])
-        out = self.decoder(batch["mel"], memory, mask, batch["mel_lens"])
-        out["attn"] = self._text_attention(out["attn"], tokens.shape[1])
-        return out
+        return self.decoder(batch["mel"], memory, mask, batch["mel_lens"], batch["token_lens"],
+                            tokens.shape[1])
 
     def losses(self, batch: dict, out: dict) -> dict:
         """0-dim tensors: loss (total), mel_l1, postnet_l1, stop_bce, guided_attn, attn_diag."""
@@ -111,7 +105,8 @@ class XTTS(nn.Module):
         stop token. → mels (B, T, M) raw log-mel (silence past each length), mel_lens (B,),
         attn (B, T/r, Tt). Deterministic for a given ``generator`` state (it drives the
         always-on pre-net dropout; other dropout is off here). ``ref_lens == 0`` → neutral
-        voice."""
+        voice. A stop counts only once the sentence's alignment has reached MIN_PROGRESS of
+        its text; a sentence that never stops is cut at ``max_steps`` (its length says so)."""
         was_training = self.training
         self.eval()
         try:
@@ -132,10 +127,16 @@ class XTTS(nn.Module):
         lens = torch.full((b,), max_steps * r, dtype=torch.long, device=memory.device)
         frames, attns = [], []
         for t in range(max_steps):
-            f, stop, a = dec.step(prev, t, caches, kv, mask, generator)  # (B, r, M), (B,), (B, Tk)
+            f, stop, a = dec.step(prev, t, caches, kv, mask, token_lens, n_text,
+                                  generator)  # (B, r, M), (B,), (B, Tt)
             frames.append(f)
             attns.append(a)
-            fired = (torch.sigmoid(stop.float()) > threshold) & ~done
+            # A sentence may stop only once its alignment has read most of its text: guards
+            # against the stop token firing mid-sentence (a truncated sentence is the worst
+            # failure an autoregressive TTS model can make).
+            progress = alignment_features(a[:, None], token_lens)[:, 0, 0]  # (B,)
+            wants = torch.sigmoid(stop.float()) > threshold  # (B,)
+            fired = wants & (progress >= MIN_PROGRESS) & ~done
             lens = torch.where(fired, torch.full_like(lens, (t + 1) * r), lens)
             done = done | fired
             prev = f[:, -1:]
@@ -147,5 +148,5 @@ class XTTS(nn.Module):
         frame_mask = length_mask(lens, pre.shape[1])  # (B, T)
         post = denormalize_mel(pre + dec.postnet(pre, frame_mask))
         mels = torch.where(frame_mask[..., None], post, torch.full_like(post, LOG_SILENCE))
-        attn = self._text_attention(torch.stack(attns, dim=1), n_text)  # (B, T/r, Tt)
+        attn = torch.stack(attns, dim=1)  # (B, T/r, Tt)
         return mels, lens, attn

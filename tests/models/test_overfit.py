@@ -12,7 +12,9 @@ from myxtts.models.xtts import XTTS
 from .conftest import lj_batch, tiny
 
 CLIPS = ["LJ001-0002", "LJ001-0008", "LJ001-0004", "LJ001-0006"]  # 1.7-5.6 s
-STEPS, LR, WARMUP = 150, 2e-3, 30
+# 200 steps: the alignment and losses get there by ~120; free-running stop lengths land within
+# 10% of the truth for every seed tried (0-7) from ~200 on, so the test has margin on any CPU.
+STEPS, LR, WARMUP = 200, 2e-3, 30
 
 
 def test_tiny_model_overfits_real_speech_and_learns_to_align():
