@@ -135,6 +135,10 @@ def griffin_lim(mel: torch.Tensor, cfg: AudioConfig, n_iter: int = 60) -> torch.
     """(T, n_mels) log-mel → (T * hop,) waveform. A fallback only: audibly lower quality
     (phasey, metallic) than a trained vocoder."""
     mel = mel.float()
+    n_out = mel.shape[0] * cfg.hop_length
+    short = -(-cfg.n_fft // cfg.hop_length) + 1 - mel.shape[0]
+    if short > 0:  # the STFT's reflect padding needs a few frames: pad with silence, cut after
+        mel = torch.cat([mel, mel.new_full((short, mel.shape[1]), float(np.log(LOG_FLOOR)))])
     basis = _module(cfg).basis.to(mel.device)  # (M, F)
     mag = torch.linalg.lstsq(basis, torch.exp(mel).T).solution.clamp(min=0.0)  # (F, T)
     mag = mag ** 1.2  # mild sharpening, as in Tacotron's Griffin-Lim
@@ -149,7 +153,7 @@ def griffin_lim(mel: torch.Tensor, cfg: AudioConfig, n_iter: int = 60) -> torch.
                           return_complex=True)[:, : mag.shape[1]]
         angles = torch.exp(1j * torch.angle(spec))
     wav = torch.istft(mag * angles, cfg.n_fft, cfg.hop_length, cfg.win_length, window,
-                      center=True, length=length)
+                      center=True, length=length)[:n_out]
     return wav / wav.abs().max().clamp(min=1e-4) * 0.9
 
 

@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from myxtts import audio
+from myxtts.config import AudioConfig
+
+from .conftest import LJSPEECH, REFERENCE_VOICES
+
+
+def test_mel_frames_line_up_with_samples():
+    cfg = AudioConfig()
+    wav = audio.preprocess(audio.load_audio(LJSPEECH / "wavs" / "LJ001-0002.wav", 22050), cfg)
+    assert wav.size % cfg.hop_length == 0
+    mel = audio.mel_spectrogram(wav, cfg)
+    assert mel.shape == (wav.size // cfg.hop_length, cfg.n_mels)
+    # The batched module on a (B, S) tensor gives the same frames as the one-clip helper.
+    batched = audio.MelSpectrogram(cfg)(torch.from_numpy(np.stack([wav, wav])))
+    np.testing.assert_allclose(batched[1].numpy(), mel, atol=1e-5)
+
+
+def test_16k_reference_is_resampled(tmp_path):
+    wav = audio.load_audio(REFERENCE_VOICES / "arctic_a0007_male.wav", 22050)
+    info = sf.info(str(REFERENCE_VOICES / "arctic_a0007_male.wav"))
+    assert info.samplerate == 16000
+    assert abs(wav.size / 22050 - info.duration) < 0.01
+
+
+def test_silence_trims_to_nothing_and_errors_name_the_reason(tmp_path):
+    assert audio.trim_silence(np.zeros(22050, np.float32), 40).size == 0
+    (tmp_path / "bad.wav").write_bytes(b"not audio at all")
+    with pytest.raises(audio.AudioError, match="unreadable"):
+        audio.load_audio(tmp_path / "bad.wav", 22050)
+    with pytest.raises(audio.AudioError, match="not found"):
+        audio.load_audio(tmp_path / "missing.wav", 22050)
+
+
+@pytest.mark.parametrize("frames", [1, 3, 40])
+def test_griffin_lim_returns_frames_times_hop(frames):
+    cfg = AudioConfig()
+    wav = audio.griffin_lim(torch.randn(frames, cfg.n_mels) - 5, cfg, n_iter=2)
+    assert wav.shape == (frames * cfg.hop_length,) and torch.isfinite(wav).all()
