@@ -82,6 +82,11 @@ def naive_collate(items) -> dict:
     return {"tokens": tokens, "mel": mel, "mel_lens": torch.tensor([m.shape[0] for _, m in items])}
 
 
+def epochs(loader):
+    while True:
+        yield from loader
+
+
 def measure(it, n: int, warm_up: int) -> dict:
     """Throughput of ``n`` batches after ``warm_up`` batches: worker start-up and whatever the
     loader had queued ahead while starting are not counted, only its steady rate."""
@@ -136,22 +141,31 @@ def step_times(cfg: Config, cache: Cache, shapes, quick: bool) -> tuple[dict, di
 
 
 def simulate(loader, step_ms: dict, n: int) -> dict:
-    """A consumer that holds each batch for its step time; returns input-bound %."""
+    """A consumer that holds each batch for its step time; returns input-bound %.
+
+    The first batches run the same way but are not counted: worker start-up, and the loader
+    filling its queues to the steady state a training run lives in."""
     loader.sampler.infinite = True
     it = loader.iter_compact()  # what the DevicePrefetcher takes on a GPU
-    for _ in range(max(4, n // 20)):  # warm-up: workers started, queues primed
-        next(it)
-    waited, t0 = 0.0, time.perf_counter()
-    for _ in range(n):
+    warm = max(20, n // 10)
+    waits, t0, b = [], 0.0, None
+    for k in range(warm + n):
+        if k == warm:
+            t0 = time.perf_counter()
+        b = None  # the previous batch is freed by the "step", not counted as waiting
         w0 = time.perf_counter()
         b = next(it)
-        waited += time.perf_counter() - w0
+        waits.append(time.perf_counter() - w0)
         B, Tt = b["tokens"].shape
         Tm = b["mel"].shape[1] if "mel" in b else b["audio"].shape[1] // loader.dataset.hop
         time.sleep(step_ms[(B, Tt, Tm)] / 1e3)  # the "GPU" is busy
     wall = time.perf_counter() - t0
     it.close()
-    return {"input_bound_pct": 100.0 * waited / wall, "wait_s": waited, "wall_s": wall, "batches": n}
+    w = np.array(waits[warm:]) * 1e3
+    return {"input_bound_pct": 100.0 * w.sum() / 1e3 / wall, "wait_s": float(w.sum() / 1e3),
+            "wall_s": wall, "batches": n, "warm_up_batches": warm,
+            "wait_ms": {"p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
+                        "max": float(w.max()), "batches_waiting_over_1ms": int((w > 1).sum())}}
 
 
 # ------------------------------------------------------------------------------------ run
@@ -208,8 +222,9 @@ def run(args) -> int:
     # (a) naive: same workers, random batches of the cached plan's mean size
     naive_dl = DataLoader(NaiveDataset(cache, train), batch_size=max(1, round(mean_rows)),
                           shuffle=True, num_workers=workers, collate_fn=naive_collate,
+                          persistent_workers=workers > 0,
                           prefetch_factor=cfg.data.prefetch_factor if workers else None)
-    naive = measure(iter(naive_dl), n_naive, warm_up=workers)
+    naive = measure(epochs(naive_dl), n_naive, warm_up=workers)
     naive["batch_size"] = naive_dl.batch_size
     del naive_dl
     # (b) cached, as the GPU path consumes it (compact) and as the float32 contract
@@ -279,8 +294,10 @@ def print_table(r: dict) -> None:
               f"of {st['peak_tflops']:g} TFLOP/s)")
     else:
         print(f"simulated step: {st['mean_ms']:.2f} ms per batch (--step-ms)")
+    wm = sim["wait_ms"]
     print(f"input-bound: {sim['input_bound_pct']:.2f} % (blocked {sim['wait_s']:.3f} s of "
-          f"{sim['wall_s']:.2f} s over {sim['batches']} batches)")
+          f"{sim['wall_s']:.2f} s over {sim['batches']} batches; wait per batch p50 {wm['p50']:.2f} ms, "
+          f"p99 {wm['p99']:.2f} ms, max {wm['max']:.1f} ms; {wm['batches_waiting_over_1ms']} waited > 1 ms)")
     la = r["load_avg_1min"]
     if max(la["before"], la["after"]) > 0.5 * la["cores"]:
         print(f"note: load average {la['before']:.1f} -> {la['after']:.1f} on {la['cores']} cores: "
