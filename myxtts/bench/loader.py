@@ -162,7 +162,7 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
     wall = time.perf_counter() - t0
     it.close()
     w = np.array(waits[warm:]) * 1e3
-    return {"input_bound_pct": 100.0 * w.sum() / 1e3 / wall, "wait_s": float(w.sum() / 1e3),
+    return {"input_bound_pct": float(100.0 * w.sum() / 1e3 / wall), "wait_s": float(w.sum() / 1e3),
             "wall_s": wall, "batches": n, "warm_up_batches": warm,
             "wait_ms": {"p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
                         "max": float(w.max()), "batches_waiting_over_1ms": int((w > 1).sum())}}
@@ -264,8 +264,12 @@ def run(args) -> int:
     print_table(result)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps(result, indent=1, default=_plain) + "\n")
     return 0
+
+
+def _plain(o):
+    return o.item() if hasattr(o, "item") else str(o)  # numpy scalars → JSON numbers
 
 
 def print_table(r: dict) -> None:

@@ -209,6 +209,7 @@ class CachedBatches(Dataset):
         pool = np.arange(len(cache)) if ref_pool is None else ref_pool
         self.refs = ReferencePicker(cache.speaker, cache.n_frames, pool, self.ref_frames, seed)
         self.ring = None
+        self._stage: np.ndarray | None = None  # float16 staging rows for wide batches
         if with_wav and not cache.has_wav:
             cache.wav(0)  # raises the cache's clear "prepare with data.store_wav=true" error
 
@@ -219,10 +220,11 @@ class CachedBatches(Dataset):
 
     def layout(self, plan: BatchPlan) -> list[tuple[str, torch.dtype, tuple]]:
         B, Tt, Tm = len(plan.indices), plan.text_len, plan.mel_len
-        out = [("tokens", torch.int64, (B, Tt)), ("mel", torch.float16, (B, Tm, self.n_mels)),
-               ("ref_mel", torch.float16, (B, self.ref_len, self.n_mels))]
+        feat = torch.float32 if plan.wide else torch.float16
+        out = [("tokens", torch.int64, (B, Tt)), ("mel", feat, (B, Tm, self.n_mels)),
+               ("ref_mel", feat, (B, self.ref_len, self.n_mels))]
         if self.with_wav:
-            out.append(("wav", torch.int16, (B, Tm * self.hop)))
+            out.append(("wav", torch.float32 if plan.wide else torch.int16, (B, Tm * self.hop)))
         return out + [(k, torch.int64, (B,)) for k in
                       ("token_lens", "mel_lens", "ref_lens", "speaker", "index")]
 
@@ -231,12 +233,28 @@ class CachedBatches(Dataset):
             return self.ring.views(plan.slot, self.layout(plan))
         return {k: empty(shape, dtype) for k, dtype, shape in self.layout(plan)}
 
-    def _fill_mel(self, dst: np.ndarray, idx, start, length) -> None:
+    def _fill_mel(self, dst: torch.Tensor, idx, start, length) -> None:
         """dst[b, :length[b]] = mel(idx[b])[start[b]:][:length[b]]; the rest MEL_PAD."""
-        for b in range(dst.shape[0]):
+        wide = dst.dtype == torch.float32
+        if wide:  # rows are gathered as float16 (memcpy) and widened in one vectorised pass
+            n = dst.numel()
+            if self._stage is None or self._stage.size < n:
+                self._stage = np.empty(n, dtype=np.float16)
+            rows = self._stage[:n].reshape(dst.shape)
+        else:
+            rows = dst.numpy()
+        for b in range(rows.shape[0]):
             o, n = start[b], length[b]
-            dst[b, :n] = self.cache.mel(idx[b])[o:o + n]  # float16 → float16: a memcpy
-            dst[b, n:] = MEL_PAD
+            rows[b, :n] = self.cache.mel(idx[b])[o:o + n]  # float16 → float16: a memcpy
+            rows[b, n:] = MEL_PAD
+        if wide:
+            if get_worker_info() is not None:  # torch: SIMD, and one thread in a worker
+                dst.copy_(torch.from_numpy(rows))
+            else:  # numpy: never waits on torch's intra-op pool (see single_threaded_copy)
+                np.copyto(dst.numpy(), rows)
+            out = dst.numpy()
+            for b in range(out.shape[0]):
+                out[b, length[b]:] = MEL_PAD  # exact in float32
 
     def _finish(self, out: dict, plan: BatchPlan, idx, n_tokens, ref_lens):
         c = self.cache
@@ -257,13 +275,16 @@ class CachedBatches(Dataset):
                              "small for its rows")
         ref, ref_off, ref_lens = self.refs.pick(idx, plan.epoch)
         out = self._alloc(plan)
-        self._fill_mel(out["mel"].numpy(), idx, np.zeros_like(idx), n_frames)  # (B, Tm, M)
-        self._fill_mel(out["ref_mel"].numpy(), ref, ref_off, ref_lens)  # (B, Tr, M)
+        self._fill_mel(out["mel"], idx, np.zeros_like(idx), n_frames)  # (B, Tm, M)
+        self._fill_mel(out["ref_mel"], ref, ref_off, ref_lens)  # (B, Tr, M)
         out["mel_lens"].numpy()[:] = n_frames
         if self.with_wav:
-            wav = out["wav"].numpy()  # (B, Tm * hop) int16
+            wav = out["wav"].numpy()  # (B, Tm * hop) int16, or float32 when wide
             for b, i in enumerate(idx):
                 w = c.wav(i)[: wav.shape[1]]
-                wav[b, :w.size] = w
+                if plan.wide:
+                    np.multiply(w, np.float32(1 / 32768), out=wav[b, :w.size], casting="unsafe")
+                else:
+                    wav[b, :w.size] = w
                 wav[b, w.size:] = 0
         return self._finish(out, plan, idx, n_tokens, ref_lens)

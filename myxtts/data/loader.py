@@ -46,13 +46,15 @@ class _SlotSampler(Sampler):
 
     def __init__(self, sampler: BucketSampler, ring: SlotRing | None):
         self.sampler, self.ring = sampler, ring
+        self.wide = True  # set per pass: workers build float32 (contract) or compact batches
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __iter__(self):
         for plan in self.sampler:
-            yield plan._replace(slot=self.ring.acquire()) if self.ring is not None else plan
+            yield plan._replace(slot=self.ring.acquire() if self.ring is not None else None,
+                                wide=self.wide)
 
 
 class BatchLoader:
@@ -116,6 +118,7 @@ class _HostIter:
         loader.stop()
         if loader.ring is not None:
             loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
+        loader.dataloader.sampler.wide = not compact  # the workers widen, in parallel
         it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
         self._ready: collections.deque = collections.deque()
         self._filled, self._stop = threading.Event(), threading.Event()
@@ -224,7 +227,8 @@ def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, worl
     if persistent and fork and len(sampler.buckets):
         # Slots for every batch the DataLoader keeps in flight, plus the one being copied out.
         # Only with persistent workers: a new iterator then drains the old one's tasks first.
-        biggest = max(SlotRing.nbytes(dataset.layout(_plan_of(b))) for b in sampler.buckets)
+        biggest = max(SlotRing.nbytes(dataset.layout(_plan_of(b)._replace(wide=True)))
+                      for b in sampler.buckets)
         ring = SlotRing(d.prefetch_factor * workers + 2, biggest)
         dataset.ring = ring
     loader = DataLoader(

@@ -61,6 +61,7 @@ class BatchPlan(NamedTuple):
     epoch: int  # seeds the per-epoch reference choice
     bucket: int
     slot: int | None = None  # shared-memory slot to write into (assigned by the loader)
+    wide: bool = False  # build float32 features (the contract) instead of the compact float16
 
     @property
     def rows(self) -> np.ndarray:
