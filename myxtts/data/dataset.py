@@ -3,8 +3,9 @@
 ``CachedBatches[plan]`` builds the whole batch described by a :class:`BatchPlan` (the sampler
 decides membership and shape; this only copies). No decoding, no DSP: per row it is a few
 numpy slice assignments out of the shard memory maps, which the page cache serves after the
-first epoch. Workers write the compact form (float16 mels, int16 waveforms, exactly as cached);
-:func:`widen` turns it into the contract below, on the device when a DevicePrefetcher is used.
+first epoch. For a GPU consumer workers write the compact form (float16 mels, int16 waveforms,
+exactly as cached) and :func:`widen` turns it into the contract below on the device; for a
+plain iteration (``plan.wide``) they write the contract form directly.
 
 Batch contract (CPU tensors, one bucket shape per batch)::
 
@@ -196,7 +197,7 @@ class CachedBatches(Dataset):
     carries a slot, the batch is written there (memory reused batch after batch, so no fresh
     shared-memory pages to fault in, which costs more than the copying itself) and only a
     :class:`SlotRef` goes back through the DataLoader queue. Otherwise a tensor dict does.
-    Either way the features are compact (see :func:`widen`).
+    Features are float32 when ``plan.wide``, else compact (see :func:`widen`).
     """
 
     def __init__(self, cache, *, ref_seconds: float = 3.0, pad_multiple: int = 64, seed: int = 0,
