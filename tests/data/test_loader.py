@@ -129,3 +129,24 @@ def test_rewinding_a_running_stream_on_the_same_loader(cache, cfg):
     for _ in range(2):
         stream.load_state_dict(state)
         assert all(same(a, b) for a, b in zip(expected, take(stream, 5)))
+
+
+def test_bench_loader_quick_writes_the_record(cache, tmp_path, capsys):
+    import argparse
+    import json
+
+    from myxtts.bench import add_parser
+
+    parser = argparse.ArgumentParser(prog="myxtts")
+    add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "loader.json"
+    args = parser.parse_args(["bench", "loader", "--data", str(cache.path), "--quick", "--workers", "1",
+                              "--step-ms", "1", "--json", str(out), "data.pad_multiple=16"])
+    assert args.func(args) == 0
+    r = json.loads(out.read_text())
+    for key in ("frames_per_s",):
+        assert r["loader"]["naive"][key] > 0 and r["loader"]["cached"][key] > 0
+    assert 0 <= r["loader"]["cached"]["input_bound_pct"] <= 100 and r["workers"] == 1
+    assert r["device"] and 0 <= r["loader"]["padding_pct"] < 100
+    assert r["simulated_step"]["source"] == "--step-ms"
+    assert "input-bound" in capsys.readouterr().out
