@@ -119,7 +119,7 @@ class MelSpectrogram(torch.nn.Module):
 def mel_spectrogram(wav: np.ndarray, cfg: AudioConfig) -> np.ndarray:
     """One clip (S,) → (S // hop, n_mels) float32 log-mel, on the CPU."""
     with torch.no_grad():
-        return _module(cfg)(torch.from_numpy(wav)[None])[0].numpy()
+        return _module(cfg)(torch.from_numpy(wav)[None])[0].contiguous().numpy()
 
 
 @lru_cache(maxsize=4)

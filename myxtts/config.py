@@ -60,7 +60,7 @@ class DataConfig:
     frame_budget: int = _f(12000, lo=64, help="padded mel frames per batch")
     budget_mode: str = _f("linear", choices=["linear", "quadratic"])
     max_batch_size: int = _f(64, lo=1)
-    pad_multiple: int = _f(64, lo=1, hi=1024, help="bucket lengths are multiples of this")
+    pad_multiple: int = _f(16, lo=1, hi=1024, help="bucket lengths are multiples of this")
     max_buckets: int = _f(8, lo=1, hi=64, help="mel-length buckets (shapes = buckets x sizes)")
     ref_seconds: float = _f(3.0, lo=1.0, hi=10.0, help="reference clip for voice cloning")
     num_workers: int = _f(2, lo=0, hi=256)

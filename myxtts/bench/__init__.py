@@ -6,11 +6,18 @@ record for ``benchmarks/results/``.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 from pathlib import Path
 
 import torch
+
+from myxtts.config import Config
+from myxtts.errors import UserError
+
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 # mode name → module implementing it
 MODES = {
@@ -43,3 +50,21 @@ def device_name() -> str:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{model} ({cores} cores)"
+
+
+def demo_cache(cfg: Config) -> Path:
+    """The bundled demo corpus, prepared once per audio/text setting under ~/.cache, for the
+    bench modes run without --data."""
+    from myxtts.data.cache import settings_of
+
+    if not (DEMO / "metadata.csv").is_file():
+        raise UserError(f"{DEMO}: demo corpus not found; pass --data CACHE")
+    key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = base / "myxtts" / "bench" / f"demo-{key}"
+    if not (out / "meta.json").is_file():
+        from myxtts.data.prepare import prepare
+
+        print(f"preparing the demo corpus into {out} (once)")
+        prepare(DEMO, out, cfg, workers=os.cpu_count() or 1, progress=False)
+    return out

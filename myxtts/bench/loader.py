@@ -18,7 +18,6 @@ but not the host-to-device copy, which the DevicePrefetcher overlaps with the st
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -29,18 +28,16 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
-from myxtts.bench import device_name
+from myxtts.bench import demo_cache, device_name
 from myxtts.config import Config, load
-from myxtts.data.cache import Cache, settings_of
+from myxtts.data.cache import Cache
 from myxtts.data.dataset import MEL_PAD, ref_frames_for
 from myxtts.data.loader import make_loader, make_sampler
 from myxtts.data.sampler import BucketSampler, round_up
-from myxtts.errors import UserError
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
 MFU = 0.40
 PEAK_FLOPS = 989e12  # H100 SXM dense bf16
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 
 def add_arguments(p) -> None:
@@ -170,20 +167,6 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
 
 # ------------------------------------------------------------------------------------ run
 
-def demo_cache(cfg: Config) -> Path:
-    """The bundled demo corpus, prepared once per audio/text setting under ~/.cache."""
-    if not (DEMO / "metadata.csv").is_file():
-        raise UserError(f"{DEMO}: demo corpus not found; pass --data CACHE")
-    key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    out = base / "myxtts" / "bench" / f"demo-{key}"
-    if not (out / "meta.json").is_file():
-        from myxtts.data.prepare import prepare
-
-        print(f"preparing the demo corpus into {out} (once)")
-        prepare(DEMO, out, cfg, workers=os.cpu_count() or 1, progress=False)
-    return out
-
 
 def padding_by_multiple(cache: Cache, cfg: Config) -> dict:
     out = {}
@@ -283,7 +266,7 @@ def print_table(r: dict) -> None:
     print(f"shapes (B, Tt, Tm): {len(ld['shapes'])}: {' '.join(str(tuple(s)) for s in ld['shapes'])}")
     print(f"padding: mel {ld['padding_pct']:.1f} %, text {ld['text_padding_pct']:.1f} %; "
           f"filler rows {ld['filler_pct']:.1f} % of frames; {ld['batches_per_epoch']} batches/epoch")
-    print(f"  mel padding by data.pad_multiple: "
+    print("  mel padding by data.pad_multiple: "
           + ", ".join(f"{k}: {v['mel_padding_pct']:.1f} %" for k, v in ld["padding_by_pad_multiple"].items()))
     print()
     print(f"{'loader':<34}{'mel frames/s':>14}{'batches':>9}{'vs naive':>10}")

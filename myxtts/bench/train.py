@@ -29,24 +29,19 @@ but its speed figures are not inductor's. Without ``--quick`` the real default b
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
-import hashlib
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 
-from myxtts.bench import device_name
+from myxtts.bench import demo_cache, device_name
 from myxtts.config import Config, load
-from myxtts.data.cache import settings_of
 from myxtts.errors import UserError
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
 COMPILED = ("compiled", "compiled_cudagraphs")
 # --quick on a CPU: a model small enough that four modes (two of them compiling) fit in minutes.
@@ -71,21 +66,6 @@ def add_arguments(p) -> None:
 
 
 # ------------------------------------------------------------------------------------ setup
-
-def demo_cache(cfg: Config) -> Path:
-    """The bundled demo corpus, prepared once per audio/text setting under ~/.cache (the same
-    place ``bench loader`` prepares it)."""
-    if not (DEMO / "metadata.csv").is_file():
-        raise UserError(f"{DEMO}: demo corpus not found; pass --data CACHE")
-    key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    out = base / "myxtts" / "bench" / f"demo-{key}"
-    if not (out / "meta.json").is_file():
-        from myxtts.data.prepare import prepare
-
-        print(f"preparing the demo corpus into {out} (once)")
-        prepare(DEMO, out, cfg, workers=os.cpu_count() or 1, progress=False)
-    return out
 
 
 def amp_precision(device: torch.device) -> tuple[str | None, str]:

@@ -61,7 +61,9 @@ def write_shard(shard_dir: Path, entries: list[dict], mels: list[np.ndarray],
     tmp.mkdir(parents=True)
     n_mels = mels[0].shape[1] if mels else 0
     arrays = {
-        "mel": np.concatenate(mels).astype(np.float16) if mels else np.zeros((0, n_mels), np.float16),
+        # Row-major so one utterance's frames are one contiguous run of bytes to slice.
+        "mel": np.ascontiguousarray(np.concatenate(mels), dtype=np.float16) if mels
+        else np.zeros((0, n_mels), np.float16),
         "tokens": np.concatenate(tokens).astype(np.int16) if tokens else np.zeros(0, np.int16),
     }
     if wavs is not None:

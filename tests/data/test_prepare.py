@@ -1,7 +1,6 @@
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -2,8 +2,6 @@ import json
 import signal
 import time
 
-import pytest
-import torch
 from safetensors.torch import load_file
 
 from .conftest import losses, run_train
