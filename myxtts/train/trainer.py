@@ -124,15 +124,17 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True)
             step += 1
             timer.step_done(frames=frames, samples=samples)
 
+            # Host reads happen on logging steps, plus one scalar every max_nonfinite steps so a
+            # run of non-finite steps is caught in time even when logging is sparse.
             check_every = min(cfg.train.log_every, cfg.train.max_nonfinite)
-            if step % check_every == 0 or step == cfg.train.max_steps:
+            if step % cfg.train.log_every == 0 or step == cfg.train.max_steps:
                 window = step_fn.read_window(lambda t: D.all_reduce_mean(t, info))
-                if window.get("skipped_in_a_row", 0) >= cfg.train.max_nonfinite:
-                    raise UserError(f"the loss or gradients were not finite for "
-                                    f"{window['skipped_in_a_row']} steps in a row (at step {step}); "
-                                    "lower train.lr, check the data, or use train.precision=fp32")
+                _check_finite(window["skipped_in_a_row"], step, cfg)
                 log.metrics(step, window, timer.window(), sched.get_last_lr()[0],
                             graphs_after_warmup)
+            elif step % cfg.train.max_nonfinite == 0:
+                # Gradients are all-reduced, so every rank holds the same count: no collective.
+                _check_finite(int(step_fn.skipped_run.item()), step, cfg)
             if step % cfg.train.val_every == 0 or step == cfg.train.max_steps:
                 val = _validate(core, batches, precision, info)
                 if val is not None:
@@ -175,6 +177,13 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True)
     log.finish(summary)
     D.teardown(info)
     return summary
+
+
+def _check_finite(in_a_row: int, step: int, cfg: Config) -> None:
+    if in_a_row >= cfg.train.max_nonfinite:
+        raise UserError(f"the loss or gradients were not finite for {in_a_row} steps in a row "
+                        f"(at step {step}); lower train.lr, check the data, or use "
+                        "train.precision=fp32")
 
 
 @torch.no_grad()

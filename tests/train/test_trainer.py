@@ -1,4 +1,5 @@
 import json
+import re
 import signal
 import time
 
@@ -62,4 +63,16 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
 def test_bad_override_is_a_clear_error(lj_cache, tmp_path):
     r = run_train(lj_cache, tmp_path / "run", "train.max_stesp=3")
     assert r.returncode == 2 and "did you mean 'max_steps'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_run_of_non_finite_steps_stops_with_a_clear_error(lj_cache, tmp_path):
+    # An absurd learning rate blows the weights up after the first update; every later step is
+    # skipped on the device, and the run stops once max_nonfinite of them come in a row.
+    r = run_train(lj_cache, tmp_path / "run", "train.max_steps=50", "train.lr=1e30",
+                  "train.warmup_steps=0", "train.schedule=constant", "train.grad_clip=0",
+                  "train.max_nonfinite=3", "train.log_every=10")
+    assert r.returncode == 2, r.stderr
+    found = re.search(r"not finite for (\d+) steps in a row \(at step (\d+)\)", r.stderr)
+    assert found and int(found[1]) >= 3 and int(found[2]) < 50, r.stderr  # stopped early
     assert "Traceback" not in r.stderr
