@@ -154,9 +154,7 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True)
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.max_steps or stop:
                 _save(out, step, core, cfg, vocab, opt, sched, step_fn, batches, best_val, log, info)
             if stop:
-                why = "time budget reached" if out_of_time else "stop requested"
-                log.say(f"{why}: stopped at step {step}; checkpoint saved. Resume with the same "
-                        f"command (--out {out}).")
+                log.say(stop_notice(out_of_time, step, out))
                 break
     except torch.OutOfMemoryError:
         half = max(64, cfg.data.frame_budget // 2)
@@ -177,6 +175,11 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True)
     log.finish(summary)
     D.teardown(info)
     return summary
+
+
+def stop_notice(out_of_time: bool, step: int, out) -> str:
+    why = "time budget reached" if out_of_time else "stop requested"
+    return f"{why}: stopped at step {step}; checkpoint saved. Resume with the same command (--out {out})."
 
 
 def _check_finite(in_a_row: int, step: int, cfg: Config) -> None:

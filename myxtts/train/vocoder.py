@@ -39,7 +39,7 @@ from myxtts.train.batches import Batches
 from myxtts.train.distributed import DistInfo
 from myxtts.train.log import RunLog
 from myxtts.train.precision import pick_device, resolve
-from myxtts.train.trainer import StopRequested, _seed_everything
+from myxtts.train.trainer import StopRequested, _seed_everything, stop_notice
 
 EPOCH_DECAY = 0.999  # HiFi-GAN's learning-rate decay per epoch
 
@@ -236,9 +236,7 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
                          "batches": batches.state_dict(), "rng": [ckpt.rng_state()]}
                 ckpt.save(out, step, gen, cfg, vocab, state, cfg.train.keep_last, kind="vocoder")
             if stop:
-                why = "time budget reached" if out_of_time else "stop requested"
-                log.say(f"{why}: stopped at step {step}; checkpoint saved. Resume with the same "
-                        f"command (--out {out}).")
+                log.say(stop_notice(out_of_time, step, out))
                 break
     except torch.OutOfMemoryError:
         half = max(8, cfg.vocoder.segment_frames // 2)

@@ -34,13 +34,19 @@ class PeriodDiscriminator(nn.Module):
             x = F.pad(x, (0, pad), mode="reflect")
             s = s + pad
         x = x.view(b, c, s // self.period, self.period)  # (B, 1, S/p, p)
-        fmaps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
-            fmaps.append(x)
-        x = self.conv_post(x)
+        return _conv_stack(self.convs, self.conv_post, x)
+
+
+def _conv_stack(convs: nn.ModuleList, post: nn.Module, x: torch.Tensor):
+    """Leaky-ReLU conv stack → (logits flattened to (B, N), every layer's output for the
+    feature-matching loss)."""
+    fmaps = []
+    for conv in convs:
+        x = F.leaky_relu(conv(x), LRELU_SLOPE)
         fmaps.append(x)
-        return x.flatten(1), fmaps
+    x = post(x)
+    fmaps.append(x)
+    return x.flatten(1), fmaps
 
 
 class ScaleDiscriminator(nn.Module):
@@ -56,13 +62,7 @@ class ScaleDiscriminator(nn.Module):
 
     def forward(self, x: torch.Tensor):
         """x (B, 1, S) → logits (B, N), feature maps."""
-        fmaps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
-            fmaps.append(x)
-        x = self.conv_post(x)
-        fmaps.append(x)
-        return x.flatten(1), fmaps
+        return _conv_stack(self.convs, self.conv_post, x)
 
 
 class MultiPeriodDiscriminator(nn.Module):
