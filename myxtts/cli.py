@@ -1,5 +1,9 @@
-"""`myxtts` entry point: parse, build, call. Each subcommand lives with the code it drives and
-registers itself through an ``add_parser(subparsers)`` function that sets ``func``."""
+"""`myxtts` entry point: parse, build, call. Each subcommand is a module of ``myxtts.commands``
+that registers itself through ``add_parser(subparsers)`` and sets ``func``.
+
+``key=value`` settings may stand anywhere on the line, before or after the options, on every
+command that takes them.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,22 +11,13 @@ import importlib
 import sys
 
 from myxtts import __version__
+from myxtts.commands.common import EXIT_USAGE, err
 from myxtts.config import ConfigError
 from myxtts.errors import UserError
 
-# Modules that provide subcommands, in the order `--help` lists them.
-COMMANDS = [
-    "myxtts.data.prepare",
-    "myxtts.data.cache",
-    "myxtts.train.trainer",
-    "myxtts.infer",
-    "myxtts.observe.monitor",
-    "myxtts.observe.doctor",
-    "myxtts.observe.profile",
-    "myxtts.observe.tune",
-    "myxtts.bench",
-    "myxtts.demo",
-]
+# Command modules, in the order `--help` lists them.
+COMMANDS = ["prepare", "cache", "train", "synthesize", "monitor", "doctor", "profile", "tune",
+            "bench", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,23 +26,41 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"myxtts {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(name).add_parser(sub)
+        importlib.import_module(f"myxtts.commands.{name}").add_parser(sub)
     return parser
+
+
+def _is_setting(token: str) -> bool:
+    return "=" in token and not token.startswith("-") and "." in token.split("=", 1)[0]
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, collecting ``section.key=value`` tokens wherever they stand."""
+    args, extra = parser.parse_known_args(argv)
+    settings = [t for t in extra if _is_setting(t)]
+    rest = [t for t in extra if not _is_setting(t)]
+    if rest:
+        parser.error("unrecognized arguments: " + " ".join(rest))
+    if settings:
+        if not hasattr(args, "overrides"):
+            parser.error(f"myxtts {args.command} takes no KEY=VALUE settings: " + " ".join(settings))
+        args.overrides = list(args.overrides or []) + settings
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except (UserError, ConfigError) as e:
-        print(f"myxtts {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        err(f"myxtts {args.command}: error: {e}")
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"myxtts {args.command}: interrupted", file=sys.stderr)
+        err(f"myxtts {args.command}: interrupted")
         return 130
 
 

@@ -15,6 +15,9 @@ from typing import Any
 import yaml
 
 
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
 class ConfigError(ValueError):
     """A configuration value or key is invalid; the message names the key."""
 
@@ -268,7 +271,7 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None) -> 
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            preset = Path(__file__).resolve().parent.parent / "configs" / f"{path}.yaml"
+            preset = PRESETS_DIR / f"{path}.yaml"
             if preset.is_file():
                 p = preset
             else:

@@ -1,7 +1,4 @@
-"""Text (+ reference wav) → wav: batched, KV-cached synthesis, and the ``synthesize`` command.
-
-    myxtts synthesize --checkpoint RUN_OR_FILE --text "..." [--texts FILE] [--reference WAV]
-                      [--vocoder CKPT] [--out OUT.wav|DIR] [--seed N]
+"""Text (+ reference wav) → wav: batched, KV-cached synthesis (``myxtts synthesize``).
 
 Sentences are synthesised together (sorted by length, in batches), each stopping on its own
 stop token. The reference clip may have any sample rate, channel count and soundfile format; it
@@ -16,8 +13,6 @@ noticeably worse (phasey, metallic), and the command says so.
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -165,71 +160,3 @@ class Synthesizer:
         for path, wav in zip(paths, self(texts, reference, seed, batch_size)):
             audio.save_wav(path, wav, self.sample_rate)
         return paths
-
-
-# ---------------------------------------------------------------------------- command line
-
-def _read_texts(args) -> list[str]:
-    texts = [args.text] if args.text else []
-    if args.texts:
-        p = Path(args.texts)
-        if not p.is_file():
-            raise UserError(f"--texts: file not found: {p}")
-        lines = p.read_text(encoding="utf-8").splitlines()
-        texts += [line.strip() for line in lines if line.strip()]
-    if not texts:
-        raise UserError("nothing to say: give --text \"...\" or --texts FILE (one sentence a line)")
-    return texts
-
-
-def output_paths(out: str | None, n: int) -> list[Path]:
-    if out is None:
-        return [Path("synthesized.wav")] if n == 1 else [Path("synthesized") / f"{i + 1:03d}.wav"
-                                                         for i in range(n)]
-    p = Path(out)
-    if p.suffix.lower() == ".wav":
-        return [p] if n == 1 else [p.with_name(f"{p.stem}_{i + 1:03d}.wav") for i in range(n)]
-    return [p / f"{i + 1:03d}.wav" for i in range(n)]
-
-
-def run(args) -> int:
-    texts = _read_texts(args)
-    if args.batch_size < 1:
-        raise UserError("--batch-size must be at least 1")
-    t0 = time.perf_counter()
-    synth = Synthesizer(args.checkpoint, args.vocoder, args.device,
-                        log=lambda msg: print(msg, file=sys.stderr))
-    mels = synth.mels(texts, args.reference, args.seed, args.batch_size)
-    if synth.vocoder is None:
-        print(GRIFFIN_LIM_NOTE, file=sys.stderr)
-    wavs = synth.vocode(mels)
-    seconds = 0.0
-    for path, wav in zip(output_paths(args.out, len(texts)), wavs):
-        audio.save_wav(path, wav, synth.sample_rate)
-        seconds += wav.size / synth.sample_rate
-        print(f"{path}  {wav.size / synth.sample_rate:.2f} s")
-    took = time.perf_counter() - t0
-    print(f"{len(texts)} sentence(s), {seconds:.1f} s of audio in {took:.1f} s "
-          f"(step {synth.meta['step']}, voice: {args.reference or 'neutral'})")
-    return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("synthesize", help="text (+ reference voice) to speech",
-                       description="Synthesise speech with a trained checkpoint.")
-    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
-                   help="a run directory (newest checkpoint) or a .safetensors file")
-    p.add_argument("--text", help="the sentence to say")
-    p.add_argument("--texts", metavar="FILE", help="a text file, one sentence per line")
-    p.add_argument("--reference", metavar="WAV",
-                   help="voice to clone: 1-10 s of speech, any rate/format "
-                        "(default: the neutral voice)")
-    p.add_argument("--vocoder", metavar="CKPT",
-                   help="HiFi-GAN checkpoint (default: Griffin-Lim, lower quality)")
-    p.add_argument("--out", metavar="OUT.wav|DIR",
-                   help="output file for one sentence, or directory (default: synthesized.wav "
-                        "or synthesized/)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout (default 0)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
-    p.add_argument("--batch-size", type=int, default=16, help="sentences decoded together")
-    p.set_defaults(func=run)

@@ -217,34 +217,3 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
         if [index["id"][i] for i in in_index] != [e["id"] for e in ents]:
             problems.append((name, "index.json disagrees with the shard's entries"))
     return problems
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("cache", help="inspect and verify a prepared cache")
-    csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    v = csub.add_parser("verify", help="check checksums and index consistency; --fix re-prepares")
-    v.add_argument("cache", help="cache directory written by `myxtts prepare`")
-    v.add_argument("--fix", action="store_true", help="re-prepare only the broken shards")
-    v.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    v.set_defaults(func=_verify_cmd)
-
-
-def _verify_cmd(args) -> int:
-    problems = verify(args.cache)
-    if not problems:
-        print(f"{args.cache}: OK")
-        return 0
-    for shard, reason in problems:
-        print(f"{args.cache}: shard {shard}: {reason}")
-    if not args.fix:
-        print(f"{len(problems)} problem(s); `myxtts cache verify {args.cache} --fix` re-prepares them")
-        return 1
-    from myxtts.data.prepare import repair
-
-    repair(Path(args.cache), {s for s, _ in problems}, workers=args.workers)
-    left = verify(args.cache)
-    for shard, reason in left:
-        print(f"{args.cache}: still broken: shard {shard}: {reason}")
-    if not left:
-        print(f"{args.cache}: repaired, OK")
-    return 1 if left else 0

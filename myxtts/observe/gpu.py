@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from myxtts.errors import UserError
+from myxtts.observe.format import fmt
 from myxtts.observe.stats import summarize
 
 # Clock-event reason bits from nvml.h, kept here so decoding works (and is tested) without NVML.
@@ -69,7 +70,7 @@ class GpuSample:
 
     def short(self) -> str:
         """Compact text for a progress line: ``gpu0 97% sm 81% 61.2/80.0GiB 690W``."""
-        parts = [f"gpu{self.gpu} {_fmt(self.util, '%')}"]
+        parts = [f"gpu{self.gpu} {fmt(self.util, '{:.0f}%')}"]
         if self.sm_active is not None:
             parts.append(f"sm {self.sm_active:.0f}%")
         if self.mem_used_mib is not None and self.mem_total_mib:
@@ -80,10 +81,6 @@ class GpuSample:
         if slow:
             parts.append("throttle:" + ",".join(slow))
         return " ".join(parts)
-
-
-def _fmt(v, unit):
-    return "n/a" if v is None else f"{v:.0f}{unit}"
 
 
 def _import_nvml():

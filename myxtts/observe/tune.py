@@ -221,35 +221,3 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
                command=f"myxtts train --config {merged_path} --data {data} --out RUN")
     res["overrides"] = overrides
     return res
-
-
-def text(r: dict) -> str:
-    lines = [f"decided: {r['overrides']}  ({r['workers_note']}; {r['budget_note']})",
-             f"overlay (only the keys decided): {r['overlay']}",
-             f"full config with them merged: {r['merged']}",
-             "train with:",
-             f"  {r['command']}"]
-    return "\n".join(lines)
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("tune", help="largest frame budget that fits the GPU, fewest workers that feed it",
-                       description="Find the largest data.frame_budget whose largest batch trains within GPU "
-                                   "memory (doubling, then bisection, recovering from out-of-memory errors) "
-                                   "and the fewest data.num_workers that keep input-bound below 1 % of the "
-                                   "measured step time; write them as a YAML overlay and a merged config.")
-    p.add_argument("--config", default=None, help="YAML config or preset name (tiny, small, base, xtts)")
-    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
-    p.add_argument("--out", default="tuned.yaml", help="overlay YAML to write (default tuned.yaml); the "
-                                                       "merged config goes next to it as NAME.merged.yaml")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=512")
-    p.set_defaults(func=_cmd)
-
-
-def _cmd(args) -> int:
-    from myxtts.config import load
-
-    cfg = load(args.config, args.overrides)
-    r = tune(cfg, args.data, args.out, say=lambda s: print(s, file=sys.stderr, flush=True))
-    print(text(r))
-    return 0

@@ -233,35 +233,3 @@ def _save(out, step, core, cfg, vocab, opt, sched, step_fn, batches, best_val, l
             ckpt.save_best(out, path)
             log.best = False
     D.barrier(info)
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="train the acoustic model (or the vocoder)")
-    p.add_argument("--config", default=None, help="YAML config or preset name (tiny, small, base, xtts)")
-    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
-    p.add_argument("--out", required=True, help="run directory; an existing one is resumed")
-    p.add_argument("--stage", default="acoustic", choices=["acoustic", "vocoder"])
-    p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a bar")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.max_steps=1000")
-    p.set_defaults(func=_cmd)
-
-
-def _cmd(args) -> int:
-    cfg = _run_config(args)
-    if args.stage == "vocoder":
-        from myxtts.train.vocoder import train_vocoder
-
-        train_vocoder(cfg, args.data, args.out, progress=not args.no_progress)
-    else:
-        train(cfg, args.data, args.out, progress=not args.no_progress and sys.stderr.isatty())
-    return 0
-
-
-def _run_config(args) -> Config:
-    """A resumed run keeps its saved config; overrides given now still apply on top."""
-    from myxtts.config import load
-
-    saved = Path(args.out) / "config.yaml"
-    if saved.is_file() and args.config is None:
-        return load(saved, args.overrides)
-    return load(args.config, args.overrides)

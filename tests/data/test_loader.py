@@ -135,7 +135,7 @@ def test_bench_loader_quick_writes_the_record(cache, tmp_path, capsys):
     import argparse
     import json
 
-    from myxtts.bench import add_parser
+    from myxtts.commands.bench import add_parser
 
     parser = argparse.ArgumentParser(prog="myxtts")
     add_parser(parser.add_subparsers(dest="command"))

@@ -4,9 +4,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from .fake_nvml import FakeNvml
+from tests.observe.fake_nvml import FakeNvml
 
-from myxtts.observe import monitor
+from myxtts.commands import monitor
+from myxtts.observe.monitor import plot_timeline
 from myxtts.observe.gpu import GpuSampler, GpuUnavailable, read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_missing_matplotlib_skips_the_plot_with_a_reason(monkeypatch, tmp_path):
 
     monkeypatch.setattr(builtins, "__import__", no_mpl)
     from myxtts.observe.gpu import GpuSample
-    why = monitor.plot_timeline([GpuSample(t=0.0, gpu=0, util=50.0)], tmp_path / "x.png")
+    why = plot_timeline([GpuSample(t=0.0, gpu=0, util=50.0)], tmp_path / "x.png")
     assert "matplotlib is not installed" in why and not (tmp_path / "x.png").exists()
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from myxtts.bench import demo_cache, device_name
+from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
 from myxtts.errors import UserError
 

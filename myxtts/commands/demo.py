@@ -13,9 +13,11 @@ from pathlib import Path
 import torch
 
 from myxtts.config import load
-from myxtts.data.prepare import prepare, print_report
+from myxtts.commands.common import add_command
+from myxtts.commands.prepare import print_report
+from myxtts.data.prepare import prepare
 
-DEMO_CORPUS = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
 
 
@@ -66,7 +68,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="prepare, train and synthesize on the bundled demo corpus")
+    p = add_command(sub, "demo", "prepare, train and synthesize on the bundled demo corpus")
     p.add_argument("--out", default="demo_out", help="folder for the cache, run and wav")
     p.add_argument("--minutes", type=float, default=3.0, help="training time budget")
     p.add_argument("--steps", type=int, default=None, help="train exactly this many steps instead")

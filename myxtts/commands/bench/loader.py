@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
-from myxtts.bench import demo_cache, device_name
+from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
 from myxtts.data.cache import Cache
 from myxtts.data.dataset import MEL_PAD, ref_frames_for

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from myxtts.bench import MODES as BENCH_MODES
-from myxtts.bench import train
+from myxtts.commands.bench import MODES as BENCH_MODES
+from myxtts.commands.bench import train
 from myxtts.config import load
 from myxtts.data.prepare import prepare
 
-from ..train.conftest import FAST, LJ
+from tests.train.conftest import FAST, LJ
 
 MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
 
@@ -27,8 +27,8 @@ def bench_cache(tmp_path_factory) -> Path:
 
 
 def bench(argv: list[str]) -> int:
-    """`myxtts bench train ARGV`, parsed as ``myxtts.bench.add_parser`` sets the mode up."""
-    assert BENCH_MODES["train"] == "myxtts.bench.train"
+    """`myxtts bench train ARGV`, parsed as ``myxtts.commands.bench.add_parser`` sets the mode up."""
+    assert BENCH_MODES["train"] == "myxtts.commands.bench.train"
     parser = argparse.ArgumentParser(prog="myxtts bench train")
     train.add_arguments(parser)
     return train.run(parser.parse_args(argv))

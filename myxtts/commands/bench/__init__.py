@@ -14,24 +14,27 @@ from pathlib import Path
 
 import torch
 
+from myxtts.commands.common import add_command
 from myxtts.config import Config
 from myxtts.errors import UserError
 
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[3] / "data" / "demo"
 
 # mode name → module implementing it
 MODES = {
-    "loader": "myxtts.bench.loader",
-    "train": "myxtts.bench.train",
+    "loader": "myxtts.commands.bench.loader",
+    "train": "myxtts.commands.bench.train",
 }
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("bench", help="measure the input pipeline (and more) side by side")
+    p = add_command(sub, "bench", "measure the input pipeline and the training step side by side")
     modes = p.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
     for name, module_name in MODES.items():
         module = importlib.import_module(module_name)
-        m = modes.add_parser(name, help=module.HELP, description=module.HELP)
+        # argparse formats help with %-interpolation: a literal % must be doubled.
+        text = module.HELP.replace("%", "%%")
+        m = add_command(modes, name, text)
         module.add_arguments(m)
         m.set_defaults(func=module.run)
 

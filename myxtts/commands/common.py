@@ -1,0 +1,57 @@
+"""What every command shares: the parser style, the --config/--data/overrides arguments, and
+loading a config with a clear error for a misspelt preset."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+from myxtts.config import PRESETS_DIR, Config, ConfigError, load
+
+# Exit codes a script or scheduler can rely on.
+EXIT_OK = 0
+EXIT_FAILED = 1        # the command ran and found a problem (a broken cache, a failed check)
+EXIT_USAGE = 2         # bad arguments, settings or input files; the message says which
+EXIT_STOPPED = 75      # stopped by a signal or time budget with a checkpoint: run it again to resume
+
+
+class Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default (options without one stay unannotated)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, argparse.SUPPRESS) or action.nargs in ("*", "+"):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description or help, formatter_class=Formatter)
+
+
+def add_config(p, default: str | None = None) -> None:
+    p.add_argument("--config", default=default,
+                   help="YAML config or preset name (" + ", ".join(presets()) + ")")
+
+
+def add_overrides(p, example: str = "train.max_steps=1000") -> None:
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help=f"settings on top of the config, anywhere on the line, e.g. {example}")
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_config(name: str | None, overrides: list[str] | None = None) -> Config:
+    """``load`` with a "did you mean" for a preset name that is almost right."""
+    if name is not None and not Path(name).is_file() and name not in presets():
+        close = difflib.get_close_matches(name, presets(), n=1, cutoff=0.5)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"--config {name}: no such file or preset{hint}; presets: "
+                          + ", ".join(presets()))
+    return load(name, overrides)
+
+
+def err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

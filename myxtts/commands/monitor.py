@@ -1,0 +1,73 @@
+"""``myxtts monitor``: watch the GPUs, then say in numbers whether they were kept busy.
+
+A live line while it runs, and at the end (``--duration`` elapsed or Ctrl-C) the utilisation
+summary with its verdict and the thresholds behind it, a CSV of every sample and a PNG timeline.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, err
+from myxtts.errors import UserError
+from myxtts.observe.gpu import GpuSample, GpuSampler, GpuUnavailable, write_csv
+from myxtts.observe.monitor import plot_timeline, summary_text
+
+
+def add_parser(sub) -> None:
+    p = add_command(
+        sub, "monitor", "sample GPU utilisation, memory, power and clocks; print a verdict",
+        "Sample every visible NVIDIA GPU through NVML (plus GPM SM activity on Hopper and newer) "
+        "until --duration elapses or Ctrl-C, then print the utilisation summary and its verdict "
+        "(steady / oscillating / starved / idle).")
+    p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between samples")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop after S seconds (default: Ctrl-C)")
+    p.add_argument("--out", metavar="FILE.csv", help="write every sample to this CSV file")
+    p.add_argument("--plot", metavar="FILE.png", help="write a timeline plot (needs matplotlib)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.interval <= 0:
+        raise UserError(f"--interval must be positive, got {args.interval}")
+    if args.duration is not None and args.duration <= 0:
+        raise UserError(f"--duration must be positive, got {args.duration}")
+    try:
+        sampler = GpuSampler(args.interval).start()
+    except GpuUnavailable as e:
+        # One sentence, no traceback: this is the expected answer on a machine without a GPU.
+        err(f"myxtts monitor: error: {e}")
+        return EXIT_USAGE
+    tty = sys.stdout.isatty()
+    t0 = time.monotonic()
+    interrupted = False
+    try:
+        while True:
+            left = None if args.duration is None else args.duration - (time.monotonic() - t0)
+            if left is not None and left <= 0:
+                break
+            time.sleep(args.interval if left is None else min(args.interval, left))
+            line = live_line(sampler.latest(), time.monotonic() - t0)
+            print(("\r" + line + "\033[K") if tty else line, end="" if tty else "\n", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sampler.stop()
+    if tty:
+        print()
+    summary = sampler.summary()
+    print(summary_text(summary) + (" (stopped by Ctrl-C)" if interrupted else ""))
+    samples = sampler.samples()
+    if args.out:
+        write_csv(samples, args.out)
+        print(f"samples: {args.out} ({len(samples)} rows)")
+    if args.plot:
+        why_not = plot_timeline(samples, args.plot)
+        print(f"plot: {args.plot}" if why_not is None else f"plot skipped: {why_not}",
+              file=sys.stdout if why_not is None else sys.stderr)
+    return EXIT_OK
+
+
+def live_line(latest: list[GpuSample], elapsed: float) -> str:
+    return f"{elapsed:6.1f}s  " + "  |  ".join(s.short() for s in latest)

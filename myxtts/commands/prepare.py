@@ -1,0 +1,60 @@
+"""``myxtts prepare DATA --out CACHE``: decode, resample, trim, mel and tokens once."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from myxtts.commands.common import (EXIT_FAILED, EXIT_OK, add_command, add_config, add_overrides,
+                                    err, load_config)
+from myxtts.data.manifest import FORMATS
+from myxtts.data.prepare import DEFAULT_CHUNK, parse_shard, prepare
+from myxtts.errors import UserError
+
+
+def add_parser(sub) -> None:
+    p = add_command(sub, "prepare", "compute features once into a packed cache")
+    p.add_argument("data", help="corpus folder (LJSpeech, multi-speaker, VCTK-style or CSV)")
+    p.add_argument("--out", required=True, help="cache directory to write (resumable)")
+    p.add_argument("--format", default="auto", choices=FORMATS, help="corpus layout")
+    p.add_argument("--metadata", help="metadata file, if not DATA/metadata.csv")
+    p.add_argument("--wavs", help="audio folder, if not DATA/wavs")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--shard", default="0/1", help="I/N: do this machine's part of N (0-based)")
+    p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help="utterances per shard")
+    add_config(p)
+    add_overrides(p, "audio.sample_rate=16000")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    cfg = load_config(args.config, args.overrides)
+    if args.workers < 1 or args.chunk_size < 1:
+        raise UserError("--workers and --chunk-size must be at least 1")
+    out = Path(args.out)
+    report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
+                     workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size)
+    if report is None:
+        return EXIT_OK
+    print_report(report, out)
+    if report["utterances"] == 0:
+        err(f"no usable utterances found in {args.data}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def print_report(report: dict, out: Path) -> None:
+    print(f"prepared {report['utterances']} utterances ({report['audio_hours'] * 60:.1f} min of audio, "
+          f"{report['speakers']} speaker(s), {report['val_utterances']} held out) into {out}")
+    if "timing" in report:
+        t = report["timing"]
+        print(f"  {t['audio_seconds_per_second_per_worker']} audio-seconds/s per worker, "
+              f"{t['workers']} worker(s), {t['wall_seconds']} s")
+    if report["unknown_characters"]:
+        print("  unknown characters dropped: " + " ".join(
+            f"{c!r}x{n}" for c, n in report["unknown_characters"].items()))
+    if report["skipped"]:
+        print(f"  skipped {len(report['skipped'])}:")
+        for s in report["skipped"][:20]:
+            print(f"    {s['id']}: {s['reason']}")
+        if len(report["skipped"]) > 20:
+            print(f"    ... and {len(report['skipped']) - 20} more in {out / 'report.json'}")

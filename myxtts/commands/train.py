@@ -1,0 +1,42 @@
+"""``myxtts train --config C --data CACHE --out RUN [k=v ...]``: train (or resume) a run."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, load_config
+from myxtts.config import Config, load
+
+
+def add_parser(sub) -> None:
+    p = add_command(sub, "train", "train the acoustic model (or the vocoder)")
+    add_config(p)
+    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    p.add_argument("--out", required=True, help="run directory; an existing one is resumed")
+    p.add_argument("--stage", default="acoustic", choices=["acoustic", "vocoder"],
+                   help="what to train")
+    p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a bar")
+    add_overrides(p)
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    cfg = run_config(args)
+    progress = not args.no_progress and sys.stderr.isatty()
+    if args.stage == "vocoder":
+        from myxtts.train.vocoder import train_vocoder
+
+        train_vocoder(cfg, args.data, args.out, progress=progress)
+    else:
+        from myxtts.train.trainer import train
+
+        train(cfg, args.data, args.out, progress=progress)
+    return EXIT_OK
+
+
+def run_config(args) -> Config:
+    """A resumed run keeps its saved config; overrides given now still apply on top."""
+    saved = Path(args.out) / "config.yaml"
+    if saved.is_file() and args.config is None:
+        return load(saved, args.overrides)
+    return load_config(args.config, args.overrides)

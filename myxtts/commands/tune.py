@@ -1,0 +1,35 @@
+"""``myxtts tune``: the largest frame budget that fits this GPU, the fewest workers that feed it."""
+from __future__ import annotations
+
+from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, err, load_config
+from myxtts.observe.tune import tune
+
+
+def add_parser(sub) -> None:
+    p = add_command(sub, "tune", "largest frame budget that fits the GPU, fewest workers that feed it",
+                    "Find the largest data.frame_budget whose largest batch trains within GPU memory "
+                    "(doubling, then bisection, recovering from out-of-memory errors) and the fewest "
+                    "data.num_workers that keep input-bound below 1 %% of the measured step time; "
+                    "write them as a YAML overlay and a merged config.")
+    add_config(p)
+    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    p.add_argument("--out", default="tuned.yaml", help="overlay YAML to write; the merged config "
+                                                       "goes next to it as NAME.merged.yaml")
+    add_overrides(p, "model.d_model=512")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    cfg = load_config(args.config, args.overrides)
+    r = tune(cfg, args.data, args.out, say=err)
+    print(text(r))
+    return EXIT_OK
+
+
+def text(r: dict) -> str:
+    lines = [f"decided: {r['overrides']}  ({r['workers_note']}; {r['budget_note']})",
+             f"overlay (only the keys decided): {r['overlay']}",
+             f"full config with them merged: {r['merged']}",
+             "train with:",
+             f"  {r['command']}"]
+    return "\n".join(lines)
