@@ -33,6 +33,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     print_report(report, cache)
     timings["prepare"] = time.perf_counter() - t
 
+    from myxtts.observe.runlog import RunLog
     from myxtts.train.trainer import train
 
     t = time.perf_counter()
@@ -43,7 +44,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     cfg = load(preset, overrides)
     print(f"\ntraining the {preset} preset for up to {minutes:g} min "
           f"({cfg.train.max_steps} steps at most) → {run}")
-    summary = train(cfg, cache, run)
+    summary = train(cfg, cache, run, log=RunLog)
     timings["train"] = time.perf_counter() - t
 
     from myxtts.infer import Synthesizer

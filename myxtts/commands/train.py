@@ -1,11 +1,18 @@
-"""``myxtts train --config C --data CACHE --out RUN [k=v ...]``: train (or resume) a run."""
+"""``myxtts train --config C --data CACHE --out RUN [k=v ...]``: train (or resume) a run.
+
+Exit codes: 0 finished (or already finished), 2 a setting or input to fix, 75 stopped by a
+signal or ``train.time_budget_s`` after writing a checkpoint: run the same command to resume.
+"""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, load_config
+from myxtts.commands.common import (EXIT_OK, EXIT_STOPPED, add_command, add_config, add_overrides,
+                                    load_config)
 from myxtts.config import Config, load
+from myxtts.observe.runlog import RunLog
+from myxtts.train.trainer import train, train_vocoder
 
 
 def add_parser(sub) -> None:
@@ -23,15 +30,9 @@ def add_parser(sub) -> None:
 def _cmd(args) -> int:
     cfg = run_config(args)
     progress = not args.no_progress and sys.stderr.isatty()
-    if args.stage == "vocoder":
-        from myxtts.train.vocoder import train_vocoder
-
-        train_vocoder(cfg, args.data, args.out, progress=progress)
-    else:
-        from myxtts.train.trainer import train
-
-        train(cfg, args.data, args.out, progress=progress)
-    return EXIT_OK
+    fn = train_vocoder if args.stage == "vocoder" else train
+    summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog)
+    return EXIT_STOPPED if summary.get("stopped") else EXIT_OK
 
 
 def run_config(args) -> Config:

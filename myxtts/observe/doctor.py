@@ -29,7 +29,10 @@ from pathlib import Path
 
 import torch
 
-from myxtts.observe import rig as R
+from myxtts.observe import probes as R
+from myxtts.train.batches import BucketBatches, largest_bucket
+from myxtts.train.build import build_run
+from myxtts.train.precision import sync
 from myxtts.observe.diagnose import (INPUT_BOUND_HIGH_PCT, INPUT_BOUND_MODERATE_PCT,
                                      INPUT_BOUND_TARGET_PCT, SEVERITIES, WORKER_MARGIN, Finding,
                                      diagnose, settings_from_config)
@@ -240,16 +243,16 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
 # ------------------------------------------------------------------------------------ tests
 def step_test(doc: Doc, cfg, data) -> tuple[dict | None, object]:
     """A few eager steps of the configured model on real batches."""
-    from myxtts.observe.timers import count_host_syncs
+    from myxtts.train.timers import count_host_syncs
 
     T = "tests"
-    rig = R.build(cfg, data, compile="off", with_batches=False)
-    bb = R.BucketBatches(rig.cache, cfg, rig.device)
+    rig = build_run(cfg, data, compile="off", with_batches=False)
+    bb = BucketBatches(rig.cache, cfg, rig.device)
     cuda = rig.device.type == "cuda"
     try:
-        first = R.largest_bucket(rig.sampler) if cuda else 0  # on a GPU: the memory peak
+        first = largest_bucket(rig.sampler) if cuda else 0  # on a GPU: the memory peak
         rig.step_fn([bb.of_bucket(rig.sampler, first)])
-        R.sync(rig.device)
+        sync(rig.device)
     except torch.OutOfMemoryError:
         rig.step_fn.opt.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()

@@ -1,6 +1,6 @@
 """``myxtts profile``: where a training step's time goes, measured, with the setting to change.
 
-What it runs, on the pieces the trainer builds (observe.rig) and with the trainer's loop:
+What it runs, on a run assembled by ``train.build`` and stepped by the trainer's own loop:
 
 1. warm-up: one step per bucket shape, so every compile happens before anything is timed;
 2. timed pass, N steps: batches from the trainer's stream, ``StepTimer`` (data wait, CUDA-event
@@ -13,12 +13,10 @@ What it runs, on the pieces the trainer builds (observe.rig) and with the traine
    Chrome trace (``DIR/trace.json``, open it in https://ui.perfetto.dev);
 4. host syncs per step (``count_host_syncs``, CUDA only), recompiles after warm-up, MFU (FLOPs
    of each batch shape counted by observe.flops), then ``diagnose`` classifies the run
-   input-bound / launch-bound / compute-bound with the design.md §5 thresholds.
+   input-bound / launch-bound / compute-bound (thresholds in docs/design.md).
 """
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
@@ -27,10 +25,13 @@ import torch
 from torch.profiler import ProfilerActivity, record_function
 
 from myxtts.errors import UserError
-from myxtts.observe import rig as R
+from myxtts.observe import probes as R
 from myxtts.observe.diagnose import diagnose, settings_from_config
 from myxtts.observe.flops import count_step_flops, mfu
-from myxtts.observe.timers import StepTimer, count_host_syncs
+from myxtts.train.timers import StepTimer, count_host_syncs
+from myxtts.train.build import build_run
+from myxtts.train.loop import Loop, warm_up
+from myxtts.train.precision import sync
 from myxtts.train.step import compiled_graphs
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
@@ -46,6 +47,7 @@ class _Marks:
         self.device, self.cuda = device, device.type == "cuda"
         self.steps: list[list] = []
         self._cur: list | None = None
+        self._ranges: list = []
 
     def mark(self, label: str) -> None:
         if self._cur is None:
@@ -69,7 +71,7 @@ class _Marks:
     def phases_ms(self) -> dict[str, float]:
         """Mean ms per step of forward(+loss), backward (+ clipping), optimizer, and the rest
         of the step (scheduler, zero_grad)."""
-        R.sync(self.device)
+        sync(self.device)
         tot = dict.fromkeys(("forward", "backward", "optimizer", "step tail"), 0.0)
         for marks in self.steps:
             t0 = marks[0][1]
@@ -93,41 +95,19 @@ class _Marks:
     def _ms(self, a, b) -> float:
         return a.elapsed_time(b) if self.cuda else (b - a) * 1000.0
 
+    # The step calls phase() at the edges of forward+loss and of the optimizer update (a
+    # TrainStep hook); each edge is a mark, and each phase a profiler range named OWN + phase.
+    _LABEL = {"forward": "fwd0", "forward_end": "fwd1", "optimizer": "opt0", "optimizer_end": "opt1"}
 
-def _instrument(step_fn, marks: _Marks):
-    """Mark forward+loss and optimizer.step in the trainer's own step; returns an undo."""
-    inner = step_fn.loss_fn
-
-    def loss_fn(batch):
-        marks.mark("fwd0")
-        with record_function(OWN + "forward+loss"):
-            out = inner(batch)
-        marks.mark("fwd1")
-        return out
-
-    ranges = []
-
-    def pre(opt, args, kwargs):
-        marks.mark("opt0")
-        ranges.append(record_function(OWN + "optimizer").__enter__())
-
-    def post(opt, args, kwargs):
-        if ranges:
-            ranges.pop().__exit__(None, None, None)
-        marks.mark("opt1")
-
-    step_fn.loss_fn = loss_fn
-    hooks = [step_fn.opt.register_step_pre_hook(pre), step_fn.opt.register_step_post_hook(post)]
-
-    def undo():
-        step_fn.loss_fn = inner
-        [h.remove() for h in hooks]
-    return undo
-
-
-def _next_step(batches, acc: int):
-    got = [batches.next() for _ in range(acc)]  # grad_accum micro-batches, as the trainer pulls
-    return [b.tensors for b in got], sum(b.frames for b in got), sum(b.samples for b in got)
+    def phase(self, name: str) -> None:
+        if name.endswith("_end"):
+            if self._ranges:
+                self._ranges.pop().__exit__(None, None, None)
+            self.mark(self._LABEL[name])
+        else:
+            self.mark(self._LABEL[name])
+            self._ranges.append(record_function(OWN + ("forward+loss" if name == "forward" else name)))
+            self._ranges[-1].__enter__()
 
 
 # ------------------------------------------------------------------------ interval arithmetic
@@ -205,8 +185,9 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         raise UserError(f"--steps must be at least 1, got {steps}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    rig = R.build(cfg, data)
+    rig = build_run(cfg, data)
     dev, acc, batches, step_fn = rig.device, cfg.train.grad_accum, rig.batches, rig.step_fn
+    fps = cfg.audio.sample_rate / cfg.audio.hop_length
     cuda = dev.type == "cuda"
     name = R.device_name(dev)
     say(f"profiling {steps} steps on {dev} ({name}), precision {rig.precision.name}, compile "
@@ -216,34 +197,26 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
 
     # 1. warm-up: start the loader, then one step per bucket shape.
     t0 = time.perf_counter()
-    micro, _, _ = _next_step(batches, acc)
-    step_fn(micro)
-    bb = R.BucketBatches(rig.cache, cfg, dev)
-    R.warm_up(rig, bb)
+    Loop(rig, StepTimer(dev)).step_once()
+    warm_up(rig)
     warm_s = time.perf_counter() - t0
     graphs0 = compiled_graphs()
     say(f"warm-up: {len(rig.shapes)} shapes, one step each, {warm_s:.1f} s")
 
-    # 2. timed pass.
-    fps = cfg.audio.sample_rate / cfg.audio.hop_length
-    timer, marks = StepTimer(dev, frames_per_second=fps), _Marks(dev)
-    undo = _instrument(step_fn, marks)
+    # 2. timed pass: the trainer's own step, with phase marks hooked into it.
+    loop, marks = Loop(rig, StepTimer(dev, frames_per_second=fps)), _Marks(dev)
+    step_fn.hooks.append(marks)
     host_ms, step_shapes, sample = 0.0, [], {}
     for _ in range(steps):
-        with timer.data_wait():
-            micro, frames, samples = _next_step(batches, acc)
+        marks.begin()
+        micro = loop.step_once()
+        marks.end()
+        host_ms += loop.last_host_ms
         shapes = [tuple(m["mel"].shape) for m in micro]
         step_shapes.append(shapes)
         for s, m in zip(shapes, micro):
             sample.setdefault(s, m)
-        marks.begin()
-        h0 = time.perf_counter()
-        with timer.compute(shapes[0]):
-            step_fn(micro)
-        host_ms += (time.perf_counter() - h0) * 1000.0
-        marks.end()
-        timer.step_done(frames=frames, samples=samples)
-    summ = timer.summary()
+    summ = loop.timer.summary()
     phases = marks.phases_ms()
     step_ms = summ["step_ms"]
 
@@ -252,12 +225,10 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     marks.steps = []
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(steps):
-            with record_function(OWN + "data_wait"):
-                micro, _, _ = _next_step(batches, acc)
-            step_fn(micro)
+            loop.step_once()
             prof.step()
-        R.sync(dev)
-    undo()
+        sync(dev)
+    step_fn.hooks.remove(marks)
     mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None  # before the eager FLOP count
     trace = out / "trace.json"
     prof.export_chrome_trace(str(trace))
@@ -270,10 +241,10 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     if cuda:
         with count_host_syncs() as sc:
             for _ in range(2):
-                step_fn(_next_step(batches, acc)[0])
+                loop.step_once()
         syncs, sync_note = (sc.count / 2 if sc.count is not None else None), sc.reason
     recompiles = compiled_graphs() - graphs0
-    flops_of = {s: count_step_flops(rig.core, b, rig.precision) for s, b in sample.items()}
+    flops_of = {s: count_step_flops(rig.model, b, rig.precision) for s, b in sample.items()}
     sample.clear()
     flops = sum(flops_of[s] for shapes in step_shapes for s in shapes)
     m = mfu(flops, summ["wall_s"], name if cuda else None)

@@ -28,7 +28,11 @@ import torch
 import yaml
 
 from myxtts.config import from_dict
-from myxtts.observe import rig as R
+from myxtts.observe import probes as R
+from myxtts.train.batches import BucketBatches, largest_bucket
+from myxtts.train.build import build_run
+from myxtts.train.loop import warm_up
+from myxtts.train.precision import sync
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
 
 HEADROOM = 0.90        # peak reserved memory / device memory a candidate may reach
@@ -47,22 +51,22 @@ class MemoryProbe:
     """One eager step of the largest bucket at a candidate budget, on a model built once."""
 
     def __init__(self, cfg, data):
-        self.rig = R.build(cfg, data, compile="off", with_batches=False)
+        self.rig = build_run(cfg, data, compile="off", with_batches=False)
         self.total = torch.cuda.get_device_properties(self.rig.device).total_memory
         self.trials: list[dict] = []
 
     def _step(self, cfg_b, sampler) -> None:
-        bb = R.BucketBatches(self.rig.cache, cfg_b, self.rig.device)
-        batch = bb.of_bucket(sampler, R.largest_bucket(sampler))
+        bb = BucketBatches(self.rig.cache, cfg_b, self.rig.device)
+        batch = bb.of_bucket(sampler, largest_bucket(sampler))
         self.rig.step_fn([batch])
-        R.sync(self.rig.device)
+        sync(self.rig.device)
 
     def fits(self, budget: int) -> tuple[bool, list]:
         from myxtts.data.loader import make_sampler
 
         cfg_b = _with_data(self.rig.cfg, frame_budget=budget)
         sampler = make_sampler(self.rig.cache, cfg_b, "train")
-        big = sampler.buckets[R.largest_bucket(sampler)].shape
+        big = sampler.buckets[largest_bucket(sampler)].shape
         dev = self.rig.device
         gc.collect()
         torch.cuda.empty_cache()
@@ -193,9 +197,9 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
 
     say(f"step time: data.frame_budget={cfg.data.frame_budget}, train.compile={cfg.train.compile}, "
         "one warm-up step per shape")
-    rig = R.build(cfg, data, with_batches=False)
-    bb = R.BucketBatches(rig.cache, cfg, rig.device)
-    R.warm_up(rig, bb)
+    rig = build_run(cfg, data, with_batches=False)
+    bb = BucketBatches(rig.cache, cfg, rig.device)
+    warm_up(rig, bb=bb)
     st = R.time_steps(rig, 6, STEP_TIMING_S, bb)
     cache = rig.cache
     del rig, bb

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from myxtts.data.dataset import widen
 from myxtts.data.loader import BatchStream, DevicePrefetcher, make_loader, otf_mel
+from myxtts.data.sampler import BatchPlan
 
 
 @dataclass
@@ -58,3 +60,40 @@ class Batches:
 
     def load_state_dict(self, state: dict) -> None:
         self.stream.load_state_dict(state)
+
+
+def bucket_plan(sampler, b: int, epoch: int = 0) -> BatchPlan:
+    """A full batch of bucket ``b``'s shape from its own members (repeated if it has fewer)."""
+    bk = sampler.buckets[b]
+    members = np.flatnonzero(sampler.bucket_of == b)
+    if members.size == 0:
+        members = np.flatnonzero(sampler.bucket_of >= 0)[:1]
+    rows = np.resize(members, bk.batch_size)
+    return BatchPlan(rows, min(members.size, bk.batch_size), bk.mel_len, bk.text_len, epoch, b)
+
+
+class BucketBatches:
+    """Device batches of any bucket shape, built in this process (no loader workers)."""
+
+    def __init__(self, cache, cfg, device: torch.device):
+        self.cfg, self.device = cfg, device
+        self.dataset = make_loader(cache, cfg, "train", num_workers=0).dataset
+        self.transform = otf_mel(cache, cfg)
+
+    def host(self, plan: BatchPlan) -> dict:
+        return widen(self.dataset[plan])  # the batch contract (workers write a compact form)
+
+    def device_batch(self, plan: BatchPlan) -> dict:
+        pf = DevicePrefetcher([self.host(plan)], self.device, self.transform)
+        return next(iter(pf))
+
+    def of_bucket(self, sampler, b: int) -> dict:
+        return self.device_batch(bucket_plan(sampler, b))
+
+
+def largest_bucket(sampler) -> int:
+    """The bucket whose batch needs the most memory: most padded frames, then longest rows
+    (attention grows with length)."""
+    return max(range(len(sampler.buckets)),
+               key=lambda b: (sampler.buckets[b].batch_size * sampler.buckets[b].mel_len,
+                              sampler.buckets[b].mel_len, sampler.buckets[b].text_len))

@@ -2,7 +2,8 @@
 
     RUN/checkpoints/step-00001000/
         model.safetensors   weights + config + vocabulary (models.checkpoint format)
-        state.pt            optimizer, scheduler, scaler, sampler position, RNG states, step
+        state.pt            one entry per run component (loop position, step counters and scaler,
+                            optimizer, schedule, batch position) plus every rank's RNG state
     RUN/best/model.safetensors      the weights with the lowest validation loss so far
 
 A checkpoint is written into a temporary directory and renamed into place, so a run killed
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from myxtts.models.checkpoint import save_model
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import load_weights, read_metadata, save_model
 
 PREFIX = "step-"
 
@@ -33,6 +35,17 @@ def checkpoint_dirs(run: Path) -> list[Path]:
 def latest(run: Path) -> Path | None:
     dirs = checkpoint_dirs(run)
     return dirs[-1] if dirs else None
+
+
+def resume_point(run: Path, kind: str) -> Path | None:
+    """The newest checkpoint of ``run``, after checking it belongs to this stage (before anything
+    is written into the directory)."""
+    last = latest(run)
+    if last is not None:
+        have = read_metadata(last / "model.safetensors")["kind"]
+        if have != kind:
+            raise UserError(f"{run} holds an {have} run; give the {kind} stage its own --out")
+    return last
 
 
 def rng_state() -> dict:
@@ -74,3 +87,41 @@ def save_best(run: Path, ckpt: Path) -> None:
     tmp = best / f".model.safetensors.tmp{os.getpid()}"
     shutil.copyfile(ckpt / "model.safetensors", tmp)
     os.replace(tmp, best / "model.safetensors")
+
+
+def gather_state(components: dict, rng: list[dict]) -> dict:
+    """The ``state.pt`` content: each component's own state under its name, and the RNG."""
+    return {"rng": rng, **{name: c.state_dict() for name, c in components.items()}}
+
+
+def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
+    """Load a checkpoint into a freshly built run. Strict: the checkpoint must hold exactly the
+    components this run has, and its model settings must match the run's; a difference is a
+    clear error naming it rather than a wrong resume."""
+    meta = read_metadata(path / "model.safetensors")
+    section = "vocoder" if meta["kind"] == "vocoder" else "model"
+    if meta.get("config"):
+        import yaml
+
+        old = (yaml.safe_load(meta["config"]) or {}).get(section, {})
+        now = cfg.to_dict()[section]
+        diff = sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k))
+        if diff:
+            raise UserError(f"{path}: the run was trained with other {section} settings than "
+                            "asked for now: " + ", ".join(
+                                f"{section}.{k}={old.get(k)!r} (now {now.get(k)!r})" for k in diff)
+                            + "; resume with the saved settings or start a new --out")
+    state = load_state(path)
+    have, want = set(state) - {"rng"}, set(components)
+    if have != want:
+        parts = []
+        if want - have:
+            parts.append("missing " + ", ".join(sorted(want - have)))
+        if have - want:
+            parts.append("unknown " + ", ".join(sorted(have - want)))
+        raise UserError(f"{path / 'state.pt'}: does not fit this run ({'; '.join(parts)}); it was "
+                        "written by another stage or version. Start a new --out")
+    load_weights(model, path / "model.safetensors")
+    for name, c in components.items():
+        c.load_state_dict(state[name])
+    set_rng_state(state["rng"][min(rank, len(state["rng"]) - 1)])

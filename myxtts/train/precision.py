@@ -56,3 +56,9 @@ def resolve(setting: str, device: torch.device) -> Precision:
             raise UserError("train.precision=fp16 needs a CUDA GPU; use fp32 or bf16 on the CPU")
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[setting]
     return Precision(device, setting, dtype)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU, where work is synchronous)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

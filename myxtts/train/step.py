@@ -43,32 +43,90 @@ def _allow_many_shapes(n: int = 64) -> None:
         dcfg.accumulated_cache_size_limit = max(dcfg.accumulated_cache_size_limit, 4 * n)
 
 
-class TrainStep:
+class StepCounters:
+    """What every stage's step keeps on the device between logging steps: running loss sums,
+    and how many updates were skipped for non-finite values (in total and in a row). Read once
+    per logging step by ``read_window``: the step's only host sync."""
+
+    def __init__(self, device: torch.device):
+        self.skipped_total = torch.zeros((), dtype=torch.long, device=device)
+        self.skipped_run = torch.zeros((), dtype=torch.long, device=device)
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = self._micro = 0
+
+    def add(self, parts: dict[str, torch.Tensor]) -> None:
+        """Sum one micro-batch's losses (device tensors)."""
+        for k, v in parts.items():
+            v = v.detach()
+            self._sums[k] = self._sums[k] + v if k in self._sums else v.clone()
+        self._micro += 1
+
+    def step_done(self, bad: torch.Tensor, per_step: dict[str, torch.Tensor] | None = None) -> None:
+        """Close an optimizer step; ``bad`` is the 0-dim device flag "this update was skipped",
+        ``per_step`` values are averaged per step rather than per micro-batch."""
+        for k, v in (per_step or {}).items():
+            self._sums[k] = self._sums.get(k, 0) + v
+        self.skipped_total += bad
+        self.skipped_run = (self.skipped_run + 1) * bad
+        self._count += 1
+
+    def read_window(self, reduce=None) -> dict[str, float]:
+        """Mean of each loss since the last call. ``reduce`` (e.g. a mean over DDP ranks) is
+        applied to the stacked values first."""
+        if not self._count:
+            return {}
+        keys = sorted(self._sums)
+        stacked = torch.stack([self._sums[k].float() for k in keys] +
+                              [self.skipped_total.float(), self.skipped_run.float()])
+        values = (reduce(stacked) if reduce else stacked).tolist()
+        per_step = self._per_step_keys()
+        out = {k: v / (self._count if k in per_step else self._micro) for k, v in zip(keys, values)}
+        out["skipped_steps"], out["skipped_in_a_row"] = int(values[-2]), int(values[-1])
+        self._sums, self._count, self._micro = {}, 0, 0
+        return out
+
+    def _per_step_keys(self) -> set:
+        return {"grad_norm"}
+
+    def counters_state(self) -> dict:
+        return {"skipped_total": self.skipped_total.cpu(), "skipped_run": self.skipped_run.cpu()}
+
+    def load_counters(self, state: dict) -> None:
+        self.skipped_total.copy_(state["skipped_total"])
+        self.skipped_run.copy_(state["skipped_run"])
+
+
+class TrainStep(StepCounters):
     def __init__(self, model: torch.nn.Module, core: torch.nn.Module, optimizer, scheduler,
-                 precision: Precision, cfg: TrainConfig):
+                 precision: Precision, cfg: TrainConfig, backend: str | None = None):
         """``model`` is what runs forward (possibly DDP-wrapped); ``core`` the bare XTTS, whose
-        ``losses`` method scores the output."""
+        ``losses`` method scores the output. ``backend`` overrides torch.compile's (inductor)."""
         self.model, self.core, self.opt, self.sched = model, core, optimizer, scheduler
         self.precision, self.cfg = precision, cfg
         self.scaler = precision.grad_scaler()
         self.params = [p for p in core.parameters() if p.requires_grad]
         dev = precision.device
-        self.skipped_total = torch.zeros((), dtype=torch.long, device=dev)
-        self.skipped_run = torch.zeros((), dtype=torch.long, device=dev)
-        self._sums: dict[str, torch.Tensor] = {}
-        self._count = self._micro = 0
+        super().__init__(dev)
+        self.micro_batches = cfg.grad_accum
+        self.compile_mode = cfg.compile
+        self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
+        self.hooks: list = []   # objects with phase(name): measurement marks inside the step
         self.loss_fn = self._forward_loss
         if cfg.compile != "off":
             if cfg.compile == "cudagraphs" and dev.type != "cuda":
                 raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
             _allow_many_shapes()
             self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
-                                         dynamic=False)
+                                         dynamic=False, **({"backend": backend} if backend else {}))
 
     def _forward_loss(self, batch: dict) -> dict:
         with self.precision.autocast():
             out = self.model(batch)
         return self.core.losses(batch, {k: v.float() for k, v in out.items()})
+
+    def _mark(self, phase: str) -> None:
+        for h in self.hooks:
+            h.phase(phase)
 
     def __call__(self, micro_batches: list[dict]) -> None:
         """One optimizer step over ``grad_accum`` micro-batches."""
@@ -79,53 +137,43 @@ class TrainStep:
             sync = contextlib.nullcontext() if i == n - 1 or not hasattr(self.model, "no_sync") \
                 else self.model.no_sync()
             with sync:
+                self._mark("forward")
                 losses = self.loss_fn(batch)
+                self._mark("forward_end")
                 loss = losses["loss"] / n
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
-            for k, v in losses.items():
-                v = v.detach()
-                self._sums[k] = self._sums[k] + v if k in self._sums else v.clone()
+            self.add(losses)
             total = loss.detach() if total is None else total + loss.detach()
-        self._count += 1
-        self._micro += n
 
         if self.scaler:
             self.scaler.unscale_(self.opt)
         max_norm = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         bad = ~(torch.isfinite(norm) & torch.isfinite(total))  # 0-dim bool, stays on the device
-        self._sums["grad_norm"] = self._sums.get("grad_norm", 0) + torch.where(bad, 0.0, norm)
-        self.skipped_total += bad
-        self.skipped_run = (self.skipped_run + 1) * bad
+        self.step_done(bad, {"grad_norm": torch.where(bad, 0.0, norm)})
+        self._mark("optimizer")
         if self.scaler:
             self.scaler.step(self.opt)  # skips by itself on inf/nan gradients
             self.scaler.update()
         else:
             self.opt.found_inf = bad.float()
             self.opt.step()
+        self._mark("optimizer_end")
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
 
-    def read_window(self, reduce=None) -> dict[str, float]:
-        """Mean of each loss since the last call; the one host sync of a logging step.
-        ``reduce`` (e.g. a mean over DDP ranks) is applied to the stacked values first."""
-        if not self._count:
-            return {}
-        keys = sorted(self._sums)
-        stacked = torch.stack([self._sums[k].float() for k in keys] +
-                              [self.skipped_total.float(), self.skipped_run.float()])
-        values = (reduce(stacked) if reduce else stacked).tolist()
-        out = {k: v / (self._count if k == "grad_norm" else self._micro) for k, v in zip(keys, values)}
-        out["skipped_steps"], out["skipped_in_a_row"] = int(values[-2]), int(values[-1])
-        self._sums, self._count, self._micro = {}, 0, 0
-        return out
+    @property
+    def lr(self) -> float:
+        return self.sched.get_last_lr()[0]
+
+    @staticmethod
+    def frames_of(batch) -> int:
+        return batch.frames
 
     def state_dict(self) -> dict:
-        return {"skipped_total": self.skipped_total.cpu(), "skipped_run": self.skipped_run.cpu(),
-                "scaler": self.scaler.state_dict() if self.scaler else {}}
+        return {**self.counters_state(), "scaler": self.scaler.state_dict() if self.scaler else {}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.skipped_total.copy_(state["skipped_total"])
-        self.skipped_run.copy_(state["skipped_run"])
+        self.load_counters(state)
         if self.scaler and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])

@@ -16,36 +16,24 @@ schedulers, the batch position and the RNG state in ``state.pt``; an existing ``
 from __future__ import annotations
 
 import math
-import os
-import sys
-import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from myxtts.audio import LOG_FLOOR, MelSpectrogram
 from myxtts.config import Config
-from myxtts.data.cache import Cache
-from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_weights, read_metadata
-from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
-                                   MultiScaleDiscriminator, discriminator_loss, generator_loss,
-                                   random_segments)
-from myxtts.models.xtts import count_parameters
-from myxtts.observe.timers import StepTimer
-from myxtts.train import checkpoint as ckpt
-from myxtts.train.batches import Batches
-from myxtts.train.distributed import DistInfo
-from myxtts.train.log import RunLog
-from myxtts.train.precision import pick_device, resolve
-from myxtts.train.trainer import StopRequested, _seed_everything, stop_notice
+from myxtts.models.vocoder import discriminator_loss, generator_loss, random_segments
+from myxtts.train.step import StepCounters
 
 EPOCH_DECAY = 0.999  # HiFi-GAN's learning-rate decay per epoch
 
 
-class VocoderStep:
+class VocoderStep(StepCounters):
     """One discriminator + generator update; keeps running loss sums on the device."""
+
+    micro_batches = 1  # one batch per update; the segments make the batch size
+    compile_mode = "off"
+    nonfinite_hint = "lower vocoder.lr or use train.precision=fp32"
 
     def __init__(self, cfg: Config, gen, mpd, msd, precision, epoch_len: int):
         self.cfg, self.gen, self.mpd, self.msd, self.precision = cfg, gen, mpd, msd, precision
@@ -58,10 +46,7 @@ class VocoderStep:
         self.sched_d = torch.optim.lr_scheduler.ExponentialLR(self.opt_d, gamma)
         self.scaler_g, self.scaler_d = precision.grad_scaler(), precision.grad_scaler()
         self.mel_fn = MelSpectrogram(cfg.audio).to(dev)
-        self.skipped_total = torch.zeros((), dtype=torch.long, device=dev)
-        self.skipped_run = torch.zeros((), dtype=torch.long, device=dev)
-        self._sums: dict[str, torch.Tensor] = {}
-        self._count = 0
+        super().__init__(dev)
 
     def _crop(self, batch: dict):
         seg, hop = self.cfg.vocoder.segment_frames, self.cfg.audio.hop_length
@@ -86,8 +71,8 @@ class VocoderStep:
         sched.step()
         return bad
 
-    def __call__(self, batch: dict) -> None:
-        mel, wav = self._crop(batch)
+    def __call__(self, micro_batches: list[dict]) -> None:
+        mel, wav = self._crop(micro_batches[0])
         ac = self.precision.autocast
         with ac():
             fake = self.gen(mel)
@@ -111,25 +96,12 @@ class VocoderStep:
             for p in self.disc_params:
                 p.requires_grad_(True)
 
-        bad = bad_d | bad_g
-        self.skipped_total += bad
-        self.skipped_run = (self.skipped_run + 1) * bad
-        parts = {**{k: v.detach() for k, v in g.items()}, "disc": d_loss.detach()}
-        for k, v in parts.items():
-            self._sums[k] = self._sums[k] + v if k in self._sums else v.clone()
-        self._count += 1
+        self.add({**g, "disc": d_loss})
+        self.step_done(bad_d | bad_g)
 
-    def read_window(self) -> dict[str, float]:
-        """Mean of each loss since the last call: the one host sync of a logging step."""
-        if not self._count:
-            return {}
-        keys = sorted(self._sums)
-        values = torch.stack([self._sums[k].float() for k in keys] + [
-            self.skipped_total.float(), self.skipped_run.float()]).tolist()
-        out = {k: v / self._count for k, v in zip(keys, values)}
-        out["skipped_steps"], out["skipped_in_a_row"] = int(values[-2]), int(values[-1])
-        self._sums, self._count = {}, 0
-        return out
+    def frames_of(self, batch) -> int:
+        # Each step trains on one segment per utterance: count those frames, not the batch's.
+        return batch.samples * self.cfg.vocoder.segment_frames
 
     @property
     def lr(self) -> float:
@@ -141,7 +113,7 @@ class VocoderStep:
                 "sched_g": self.sched_g.state_dict(), "sched_d": self.sched_d.state_dict(),
                 "scaler_g": self.scaler_g.state_dict() if self.scaler_g else {},
                 "scaler_d": self.scaler_d.state_dict() if self.scaler_d else {},
-                "skipped_total": self.skipped_total.cpu(), "skipped_run": self.skipped_run.cpu()}
+                **self.counters_state()}
 
     def load_state_dict(self, state: dict) -> None:
         self.mpd.load_state_dict(state["discriminators"]["mpd"])
@@ -153,103 +125,4 @@ class VocoderStep:
         for scaler, key in ((self.scaler_g, "scaler_g"), (self.scaler_d, "scaler_d")):
             if scaler is not None and state.get(key):
                 scaler.load_state_dict(state[key])
-        self.skipped_total.copy_(state["skipped_total"])
-        self.skipped_run.copy_(state["skipped_run"])
-
-
-def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True) -> dict:
-    """Train (or resume) the HiFi-GAN vocoder on the cache's waveforms. Returns the run summary."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise UserError("vocoder stage runs on one process; start it without torchrun")
-    out = Path(out)
-    info = DistInfo()
-    device = pick_device()
-    precision = resolve(cfg.train.precision, device)
-    _seed_everything(cfg, 0)
-    # Asked first, so that a cache without waveforms gets this message rather than a settings
-    # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
-    if not cfg.data.on_the_fly and not Cache(data).has_wav:
-        raise UserError(f"{data}: the cache holds no waveforms (prepared with data.store_wav="
-                        "false); the vocoder trains on them: prepare it again with "
-                        "data.store_wav=true, or train with data.on_the_fly=true")
-    cache = Cache(data, expect=cfg)
-    vocab = cache.vocab.symbols
-    last = ckpt.latest(out)
-    kind = read_metadata(last / "model.safetensors")["kind"] if last is not None else "vocoder"
-    if kind != "vocoder":  # checked before anything is written into that directory
-        raise UserError(f"{out} holds an {kind} run; give the vocoder stage its own --out")
-
-    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length).to(device)
-    mpd, msd = MultiPeriodDiscriminator().to(device), MultiScaleDiscriminator().to(device)
-    batches = Batches(cache, cfg, device, info, with_wav=True)
-    step_fn = VocoderStep(cfg, gen, mpd, msd, precision, batches.stream.epoch_len)
-    log = RunLog(out, cfg, True, progress and sys.stderr.isatty())
-
-    step = 0
-    if last is not None:
-        load_weights(gen, last / "model.safetensors")
-        state = ckpt.load_state(last)
-        step_fn.load_state_dict(state["step_fn"])
-        batches.load_state_dict(state["batches"])
-        ckpt.set_rng_state(state["rng"][0])
-        step = int(state["step"])
-        log.say(f"resuming from {last} at step {step}")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        cfg.save(out / "config.yaml")
-    n_disc = count_parameters(mpd) + count_parameters(msd)
-    log.say(f"vocoder: HiFi-GAN {cfg.vocoder.preset}, {count_parameters(gen) / 1e6:.2f} M "
-            f"generator parameters (+{n_disc / 1e6:.2f} M in the discriminators) | device "
-            f"{device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'})"
-            f" | precision {precision.name}")
-    seg = cfg.vocoder.segment_frames
-    log.say(f"data: {len(cache)} utterances, {cache.seconds() / 3600:.2f} h | segments of {seg} "
-            f"frames ({seg * cfg.audio.hop_length} samples) | {len(batches.shapes)} batch shapes")
-
-    fps = cfg.audio.sample_rate / cfg.audio.hop_length
-    timer = StepTimer(device, warmup_steps=min(len(batches.shapes), 2), frames_per_second=fps)
-    stopper = StopRequested()
-    t_start = time.perf_counter()
-    try:
-        while step < cfg.train.max_steps:
-            with timer.data_wait():
-                b = batches.next()
-            with timer.compute(tuple(b.tensors["mel"].shape)):
-                step_fn(b.tensors)
-            step += 1
-            # Each step trains on one segment per utterance: count those frames, not the batch's.
-            timer.step_done(frames=b.samples * cfg.vocoder.segment_frames, samples=b.samples)
-
-            check_every = min(cfg.train.log_every, cfg.train.max_nonfinite)
-            if step % check_every == 0 or step == cfg.train.max_steps:
-                window = step_fn.read_window()
-                if window.get("skipped_in_a_row", 0) >= cfg.train.max_nonfinite:
-                    raise UserError(f"the vocoder losses were not finite for "
-                                    f"{window['skipped_in_a_row']} steps in a row (at step "
-                                    f"{step}); lower vocoder.lr or use train.precision=fp32")
-                log.metrics(step, window, timer.window(), step_fn.lr, 0)
-            out_of_time = bool(cfg.train.time_budget_s) and \
-                time.perf_counter() - t_start > cfg.train.time_budget_s
-            stop = stopper.flag or out_of_time
-            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.max_steps or stop:
-                state = {"step": step, "step_fn": step_fn.state_dict(),
-                         "batches": batches.state_dict(), "rng": [ckpt.rng_state()]}
-                ckpt.save(out, step, gen, cfg, vocab, state, cfg.train.keep_last, kind="vocoder")
-            if stop:
-                log.say(stop_notice(out_of_time, step, out))
-                break
-    except torch.OutOfMemoryError:
-        half = max(8, cfg.vocoder.segment_frames // 2)
-        raise UserError(f"out of GPU memory with vocoder.segment_frames="
-                        f"{cfg.vocoder.segment_frames}; try vocoder.segment_frames={half} or a "
-                        f"smaller data.max_batch_size") from None
-    finally:
-        stopper.restore()
-        batches.stream.close()
-    summary = timer.summary()
-    summary.update(stage="vocoder", steps=step, wall_seconds=time.perf_counter() - t_start,
-                   recompiles_after_warmup=0, shapes_seen=len(batches.shapes),
-                   padding_pct=batches.padding_pct, device=str(device), precision=precision.name,
-                   compile="off", world_size=1)
-    log.finish(summary)
-    return summary
+        self.load_counters(state)

@@ -2,7 +2,7 @@
 import json
 
 from myxtts.cli import main
-from myxtts.observe import rig
+from myxtts.observe import probes as rig
 
 from ..train.conftest import FAST
 from .test_profile import observe_cache  # noqa: F401 (fixture)

@@ -43,7 +43,7 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
     gen, cfg, _, meta = load_model(ckpt / "model.safetensors")
     assert meta["kind"] == "vocoder" and meta["step"] == 3
     state = torch.load(ckpt / "state.pt", weights_only=True)
-    assert state["step"] == 3 and {"mpd", "msd"} <= set(state["step_fn"]["discriminators"])
+    assert state["loop"]["step"] == 3 and {"mpd", "msd"} <= set(state["step_fn"]["discriminators"])
     with torch.no_grad():
         wav = gen(torch.zeros(1, 5, cfg.audio.n_mels))
     assert wav.shape == (1, 5 * cfg.audio.hop_length)
@@ -67,7 +67,7 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
 
 
 def test_vocoder_stage_refuses_several_processes(lj_cache, tmp_path, monkeypatch):
-    from myxtts.train.vocoder import train_vocoder
+    from myxtts.train.trainer import train_vocoder
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(UserError, match="one process"):
@@ -75,7 +75,7 @@ def test_vocoder_stage_refuses_several_processes(lj_cache, tmp_path, monkeypatch
 
 
 def test_vocoder_stage_needs_stored_waveforms(lj_cache, tmp_path):
-    from myxtts.train.vocoder import train_vocoder
+    from myxtts.train.trainer import train_vocoder
 
     nowav = tmp_path / "nowav"
     nowav.mkdir()
@@ -90,7 +90,7 @@ def test_vocoder_stage_needs_stored_waveforms(lj_cache, tmp_path):
 def test_vocoder_stage_refuses_an_acoustic_run_directory(lj_cache, tmp_path):
     from myxtts.models.xtts import XTTS
     from myxtts.train import checkpoint as ckpt
-    from myxtts.train.vocoder import train_vocoder
+    from myxtts.train.trainer import train_vocoder
 
     cfg = load("tiny")
     vocab = Cache(lj_cache).vocab.symbols

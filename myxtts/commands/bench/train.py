@@ -90,7 +90,7 @@ def fixed_batches(cfg: Config, cache, device: torch.device):
     """One real batch per bucket shape (its first batch of epoch 0), on the device, with the
     real mel frames and rows of each counted on the host."""
     from myxtts.data.loader import DevicePrefetcher, make_sampler
-    from myxtts.observe.rig import BucketBatches, bucket_plan
+    from myxtts.train.batches import BucketBatches, bucket_plan
 
     sampler = make_sampler(cache, cfg, "train")
     first = {}
@@ -168,7 +168,7 @@ def skipped(reason: str, precision: str | None = None) -> dict:
 
 def run(args) -> int:
     from myxtts.data.cache import Cache
-    from myxtts.observe import rig as rigs
+    from myxtts.train.build import build_run
     from myxtts.observe.flops import count_step_flops
     from myxtts.train.precision import pick_device, resolve
 
@@ -214,14 +214,11 @@ def run(args) -> int:
             torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
         say(f"  {name}: precision {precision}, compile {compile_mode}"
             + (f" ({backend})" if compile_mode != "off" else "") + " ...", flush=True)
-        rig = rigs.build(with_train(cfg, precision=precision), path, compile=compile_mode,
-                         with_batches=False)
-        if compile_mode != "off" and quick_cpu:
-            rig.step_fn.loss_fn = torch.compile(rig.step_fn._forward_loss, backend="aot_eager",
-                                                dynamic=False)
+        rig = build_run(cfg, path, precision=precision, compile=compile_mode,
+                        backend="aot_eager" if quick_cpu else None, with_batches=False)
         if flops is None:  # FLOPs of each batch's step, on the eager model before any update
-            flops = [count_step_flops(rig.core, b) for b in batches]
-            params = sum(p.numel() for p in rig.core.parameters())
+            flops = [count_step_flops(rig.model, b) for b in batches]
+            params = sum(p.numel() for p in rig.model.parameters())
         # Eager: one pass (allocator, kernels); compiled: a second pass after the compiles, in
         # case a first call's side effects change a guard; CUDA graphs record on later calls.
         warm_passes = {"off": 1, "default": 2, "cudagraphs": 3}[compile_mode]

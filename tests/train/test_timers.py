@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from myxtts.observe.timers import StepTimer, count_host_syncs, shape_key
+from myxtts.train.timers import StepTimer, count_host_syncs, shape_key
 
 
 class FakeTime:

@@ -1,0 +1,123 @@
+"""The one place a training run is assembled, for both stages and for every command that
+measures training (``profile``, ``doctor``, ``tune``, ``bench``).
+
+Order, fixed and applied from outside the model code: seed and determinism → device and
+precision → cache → model(s) → DDP wrap → step (compiled as ``train.compile`` says) →
+optimizer and schedule → batches. What comes back is a :class:`Run`, whose ``components`` are
+everything a checkpoint must hold besides the weights; each component owns its own state
+(``state_dict`` / ``load_state_dict``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+
+from myxtts.config import Config
+from myxtts.data.cache import Cache
+from myxtts.data.loader import make_sampler
+from myxtts.errors import UserError
+from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
+                                   MultiScaleDiscriminator)
+from myxtts.models.xtts import XTTS
+from myxtts.train import distributed as D
+from myxtts.train.batches import Batches
+from myxtts.train.distributed import DistInfo
+from myxtts.train.optim import build_optimizer, build_scheduler
+from myxtts.train.precision import Precision, pick_device, resolve
+from myxtts.train.step import TrainStep
+from myxtts.train.vocoder import VocoderStep
+
+STAGES = ("acoustic", "vocoder")
+
+
+@dataclass
+class Run:
+    cfg: Config
+    stage: str                     # acoustic | vocoder
+    info: DistInfo
+    device: torch.device
+    precision: Precision
+    cache: Cache
+    model: torch.nn.Module         # the bare module a checkpoint's weights belong to
+    step_fn: object                # TrainStep | VocoderStep: one optimizer step, no host sync
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    sampler: object                # the training split's BucketSampler (the run's shapes)
+    batches: Batches | None        # endless device batches (None when not asked for)
+
+    @property
+    def shapes(self) -> list[tuple[int, int, int]]:
+        return self.sampler.shapes()
+
+    @property
+    def components(self) -> dict:
+        """Everything a checkpoint restores besides the weights, by the name it is saved under.
+        The optimizer and schedule of the vocoder stage live inside its step."""
+        parts = {"step_fn": self.step_fn}
+        if self.stage == "acoustic":
+            parts.update(optimizer=self.optimizer, scheduler=self.scheduler)
+        if self.batches is not None:
+            parts["batches"] = self.batches
+        return parts
+
+    def close(self) -> None:
+        if self.batches is not None:
+            self.batches.stream.close()
+
+
+def seed_everything(cfg: Config, rank: int = 0) -> None:
+    """The run's seed (per rank, so ranks draw different dropout) and determinism settings."""
+    torch.manual_seed(cfg.train.seed + rank)
+    if cfg.train.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+
+
+def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
+              compile: str | None = None, precision: str | None = None,
+              backend: str | None = None, with_batches: bool = True) -> Run:
+    """Assemble a run on this process's device. ``compile`` and ``precision`` override
+    ``train.compile`` / ``train.precision`` and ``backend`` torch.compile's backend (the
+    measuring commands compare modes)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    info = info or DistInfo()
+    tcfg = dataclasses.replace(cfg.train, **{k: v for k, v in (("compile", compile),
+                                                               ("precision", precision)) if v})
+    cfg = dataclasses.replace(cfg, train=tcfg)
+    seed_everything(cfg, info.rank)
+    device = pick_device(info.local_rank)
+    prec = resolve(tcfg.precision, device)
+    if stage == "vocoder":
+        return _vocoder(cfg, data, info, device, prec, with_batches)
+    cache = Cache(data, expect=cfg)
+    core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
+    opt = build_optimizer(core, tcfg)
+    sched = build_scheduler(opt, tcfg)
+    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, tcfg, backend)
+    batches = Batches(cache, cfg, device, info) if with_batches else None
+    sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
+    return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches)
+
+
+def _vocoder(cfg, data, info, device, prec, with_batches) -> Run:
+    if info.enabled or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UserError("the vocoder stage runs on one process; start it without torchrun")
+    # Asked first, so that a cache without waveforms gets this message rather than a settings
+    # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
+    if not cfg.data.on_the_fly and not Cache(data).has_wav:
+        raise UserError(f"{data}: the cache holds no waveforms (prepared with data.store_wav="
+                        "false); the vocoder trains on them: prepare it again with "
+                        "data.store_wav=true, or train with data.on_the_fly=true")
+    cache = Cache(data, expect=cfg)
+    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length).to(device)
+    mpd, msd = MultiPeriodDiscriminator().to(device), MultiScaleDiscriminator().to(device)
+    batches = Batches(cache, cfg, device, info, with_wav=True) if with_batches else None
+    sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
+    step_fn = VocoderStep(cfg, gen, mpd, msd, prec, len(sampler))
+    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, step_fn.opt_g,
+               step_fn.sched_g, sampler, batches)

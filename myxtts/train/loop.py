@@ -1,0 +1,212 @@
+"""The training loop both stages share: pull batches, step, time, log, check, checkpoint, stop.
+
+``Loop.step_once`` is the unit everything runs: the trainer's ``fit`` calls it until
+``train.max_steps``, and ``myxtts profile`` calls the same method under its own timers and the
+profiler. Measurement plugs in from outside through ``StepHooks`` (phase marks inside a step)
+and the ``StepTimer`` the loop is given; the loop itself reads nothing back from the GPU except
+on logging steps.
+
+Stops: SIGINT/SIGTERM (to the trainer, its process group or, under torchrun, any rank) and
+``train.time_budget_s`` end the run after the step in progress, with a checkpoint; the run
+summary then says ``stopped`` and the command exits with its "stopped, resumable" code.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import dataclass
+
+import torch
+
+from myxtts.errors import UserError
+from myxtts.train import checkpoint as ckpt
+from myxtts.train import distributed as D
+from myxtts.train.batches import BucketBatches
+from myxtts.train.build import Run
+from myxtts.train.precision import sync
+from myxtts.train.step import compiled_graphs
+from myxtts.train.timers import StepTimer
+
+
+class StopRequested:
+    """SIGINT/SIGTERM set a flag; the loop finishes its step, checkpoints and stops."""
+
+    def __init__(self):
+        self.flag = False
+        self._old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.flag:  # a second Ctrl-C means "now"
+            raise KeyboardInterrupt
+        self.flag = True
+
+    def restore(self):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
+def oom_error(run: Run) -> UserError:
+    """What to change after running out of GPU memory, in the stage's own settings."""
+    cfg = run.cfg
+    if run.stage == "vocoder":
+        seg = cfg.vocoder.segment_frames
+        return UserError(f"out of GPU memory with vocoder.segment_frames={seg}; try "
+                         f"vocoder.segment_frames={max(8, seg // 2)} or a smaller "
+                         "data.max_batch_size")
+    fb = cfg.data.frame_budget
+    return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
+                     f"{max(64, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
+                     "`myxtts tune` find the largest budget that fits")
+
+
+def warm_up(run: Run, progress=None, bb: BucketBatches | None = None) -> float:
+    """One step per bucket shape, so every shape compiles before the first timed step.
+    ``progress(k, n, elapsed_s)`` is called after each shape. Returns the seconds taken.
+
+    The warm-up steps update the weights like any step; the measuring commands use it, while a
+    training run compiles its shapes as they arrive so that resuming stays exact."""
+    bb = bb or BucketBatches(run.cache, run.cfg, run.device)
+    n = len(run.sampler.buckets)
+    t0 = time.perf_counter()
+    for b in range(n):
+        run.step_fn([bb.of_bucket(run.sampler, b)])
+        if progress is not None:
+            sync(run.device)
+            progress(b + 1, n, time.perf_counter() - t0)
+    sync(run.device)
+    return time.perf_counter() - t0
+
+
+@dataclass
+class LoopState:
+    """The loop's own checkpointed state."""
+    step: int = 0
+    best_val: float = math.inf
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "best_val": self.best_val}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step, self.best_val = int(state["step"]), float(state["best_val"])
+
+
+class Loop:
+    def __init__(self, run: Run, timer: StepTimer | None = None):
+        self.run = run
+        fps = run.cfg.audio.sample_rate / run.cfg.audio.hop_length
+        self.timer = timer or StepTimer(run.device, warmup_steps=len(run.shapes),
+                                        frames_per_second=fps)
+        self.state = LoopState()
+        self.seen_shapes: set = set()
+        self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
+        self.last_host_ms = 0.0
+
+    def step_once(self) -> list[dict]:
+        """One optimizer step on the next ``micro_batches`` batches of the stream; returns them.
+        ``last_host_ms`` is the host time the step call took (launching, or computing on a CPU)."""
+        run, timer = self.run, self.timer
+        with timer.data_wait():
+            got = [run.batches.next() for _ in range(run.step_fn.micro_batches)]
+        micro = [b.tensors for b in got]
+        shape = tuple(micro[0]["mel"].shape)
+        new_shape = shape not in self.seen_shapes
+        self.seen_shapes.add(shape)
+        graphs = compiled_graphs()
+        with timer.compute(shape):
+            h0 = time.perf_counter()
+            run.step_fn(micro)
+            self.last_host_ms = (time.perf_counter() - h0) * 1000.0
+        if not new_shape:
+            self.recompiles += compiled_graphs() - graphs
+        self.state.step += 1
+        timer.step_done(frames=sum(run.step_fn.frames_of(b) for b in got),
+                        samples=sum(b.samples for b in got))
+        return micro
+
+    # ------------------------------------------------------------------- checkpoint state
+    def components(self) -> dict:
+        return {"loop": self.state, **self.run.components}
+
+    def save(self, out, log) -> None:
+        """Every rank's RNG state, every component's state, rank 0 writes."""
+        run = self.run
+        rng = [ckpt.rng_state()]
+        if run.info.enabled:
+            gathered = [None] * run.info.world_size
+            torch.distributed.all_gather_object(gathered, rng[0])
+            rng = gathered
+        if run.info.is_main:
+            path = ckpt.save(out, self.state.step, run.model, run.cfg, run.cache.vocab.symbols,
+                             ckpt.gather_state(self.components(), rng), run.cfg.train.keep_last,
+                             kind=run.stage)
+            if log.best:
+                ckpt.save_best(out, path)
+                log.best = False
+        D.barrier(run.info)
+
+    def restore(self, path) -> None:
+        ckpt.restore(path, self.run.model, self.components(), self.run.cfg, self.run.info.rank)
+
+
+def check_finite(in_a_row: int, step: int, run: Run) -> None:
+    if in_a_row >= run.cfg.train.max_nonfinite:
+        raise UserError(f"the losses or gradients were not finite for {in_a_row} steps in a row "
+                        f"(at step {step}); {run.step_fn.nonfinite_hint}")
+
+
+def fit(loop: Loop, out, log, after_step=None) -> dict:
+    """Train from the loop's step to ``train.max_steps``, or until a stop; returns the summary.
+    ``after_step(step)`` runs after each step (validation, samples)."""
+    run, cfg, timer = loop.run, loop.run.cfg.train, loop.timer
+    info = run.info
+    stopper = StopRequested()
+    stopped = None
+    t_start = time.perf_counter()
+    # Host reads happen on logging steps, plus one scalar every max_nonfinite steps so a run
+    # of non-finite steps is caught in time even when logging is sparse.
+    check_every = min(cfg.log_every, cfg.max_nonfinite)
+    try:
+        while loop.state.step < cfg.max_steps:
+            loop.step_once()
+            step = loop.state.step
+            last = step == cfg.max_steps
+            if step % cfg.log_every == 0 or last:
+                window = run.step_fn.read_window(lambda t: D.all_reduce_mean(t, info))
+                check_finite(window["skipped_in_a_row"], step, run)
+                log.metrics(step, window, timer.window(), run.step_fn.lr, loop.recompiles)
+            elif step % cfg.max_nonfinite == 0:
+                # Gradients are all-reduced, so every rank holds the same count: no collective.
+                check_finite(int(run.step_fn.skipped_run.item()), step, run)
+            if after_step is not None:
+                after_step(step)
+            out_of_time = bool(cfg.time_budget_s) and \
+                time.perf_counter() - t_start > cfg.time_budget_s
+            # Under DDP agreeing on a stop costs a collective, so ranks compare notes every
+            # check_every steps; a single process reacts within the step.
+            stop = False
+            if not info.enabled or step % check_every == 0:
+                stop = D.any_flag(stopper.flag or out_of_time, info, run.device)
+            if step % cfg.checkpoint_every == 0 or last or stop:
+                loop.save(out, log)
+            if stop:
+                stopped = "time budget reached" if out_of_time else "stop requested"
+                log.say(f"{stopped}: stopped at step {step}; checkpoint saved. Resume with the "
+                        f"same command (--out {out}).")
+                break
+    except torch.OutOfMemoryError:
+        raise oom_error(run) from None
+    finally:
+        stopper.restore()
+    summary = timer.summary()
+    if run.device.type == "cuda":
+        summary["peak_memory_gib"] = torch.cuda.max_memory_allocated(run.device) / 2**30
+    summary.update(stage=run.stage, steps=loop.state.step, stopped=stopped,
+                   wall_seconds=time.perf_counter() - t_start,
+                   recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
+                   padding_pct=run.batches.padding_pct, device=str(run.device),
+                   precision=run.precision.name, compile=cfg.compile,
+                   world_size=info.world_size)
+    return summary
