@@ -86,11 +86,18 @@ def preprocess(wav: np.ndarray, cfg: AudioConfig) -> np.ndarray:
     return wav[: (wav.size // cfg.hop_length) * cfg.hop_length]
 
 
+def _mel_filter_args(sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> dict:
+    """The filterbank settings, spelled out once so the mel transform and its inverse agree:
+    Slaney-style mel scale with area-normalised triangles (librosa's defaults, made explicit)."""
+    return dict(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or None, htk=False,
+                norm="slaney")
+
+
 @lru_cache(maxsize=8)
 def _mel_basis(sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> np.ndarray:
     import librosa.filters  # imported lazily: the filterbank is built once per setting
 
-    return librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or None)
+    return librosa.filters.mel(**_mel_filter_args(sr, n_fft, n_mels, fmin, fmax))  # (M, F)
 
 
 class MelSpectrogram(torch.nn.Module):
@@ -132,29 +139,37 @@ def _module(cfg: AudioConfig) -> MelSpectrogram:
 
 
 def griffin_lim(mel: torch.Tensor, cfg: AudioConfig, n_iter: int = 60) -> torch.Tensor:
-    """(T, n_mels) log-mel → (T * hop,) waveform. A fallback only: audibly lower quality
-    (phasey, metallic) than a trained vocoder."""
-    mel = mel.float()
-    n_out = mel.shape[0] * cfg.hop_length
+    """(T, n_mels) log-mel → (T * hop,) waveform, at the level the mel describes.
+
+    A fallback only: it needs no training but sounds audibly worse (phasey, metallic) than a
+    trained vocoder. The mel is undone the way :class:`MelSpectrogram` built it: exp of the
+    natural log, then a non-negative least-squares fit of STFT *magnitudes* (power 1) through the
+    same Slaney filterbank; Griffin-Lim then finds the phases. No gain is applied, so a silent
+    mel gives a silent waveform (only a peak above full scale is scaled down).
+    """
+    import librosa  # imported lazily: only synthesis without a vocoder needs it
+
+    n_out, device = mel.shape[0] * cfg.hop_length, mel.device
+    mel = mel.detach().cpu().double()
     short = -(-cfg.n_fft // cfg.hop_length) + 1 - mel.shape[0]
-    if short > 0:  # the STFT's reflect padding needs a few frames: pad with silence, cut after
+    if short > 0:  # the STFT needs n_fft samples to frame: pad with silence, cut after
         mel = torch.cat([mel, mel.new_full((short, mel.shape[1]), float(np.log(LOG_FLOOR)))])
-    basis = _module(cfg).basis.to(mel.device)  # (M, F)
-    mag = torch.linalg.lstsq(basis, torch.exp(mel).T).solution.clamp(min=0.0)  # (F, T)
-    mag = mag ** 1.2  # mild sharpening, as in Tacotron's Griffin-Lim
-    window = torch.hann_window(cfg.win_length, device=mel.device)
-    gen = torch.Generator(device="cpu").manual_seed(0)  # deterministic phase start
-    angles = torch.exp(2j * torch.pi * torch.rand(mag.shape, generator=gen)).to(mel.device)
-    length = mel.shape[0] * cfg.hop_length
-    for _ in range(n_iter):
-        wav = torch.istft(mag * angles, cfg.n_fft, cfg.hop_length, cfg.win_length, window,
-                          center=True, length=length)
-        spec = torch.stft(wav, cfg.n_fft, cfg.hop_length, cfg.win_length, window, center=True,
-                          return_complex=True)[:, : mag.shape[1]]
-        angles = torch.exp(1j * torch.angle(spec))
-    wav = torch.istft(mag * angles, cfg.n_fft, cfg.hop_length, cfg.win_length, window,
-                      center=True, length=length)[:n_out]
-    return wav / wav.abs().max().clamp(min=1e-4) * 0.9
+    mel_energy = np.exp(mel.numpy().T)  # (M, T)
+    fb = _mel_filter_args(cfg.sample_rate, cfg.n_fft, cfg.n_mels, cfg.fmin, cfg.fmax)
+    del fb["n_mels"]  # mel_to_stft takes the band count from the mel itself
+    mag = librosa.feature.inverse.mel_to_stft(mel_energy, power=1.0, **fb)  # (F, T)
+    # librosa centres frame t on sample t * hop; ours (reflect pad of (n_fft - hop) / 2, no
+    # centring) sits on t * hop + hop / 2: shift by half a hop so samples line up with our
+    # frames. The last half hop, past the final frame's centre, stays silent.
+    wav = librosa.griffinlim(mag, n_iter=n_iter, hop_length=cfg.hop_length,
+                             win_length=cfg.win_length, n_fft=cfg.n_fft, window="hann",
+                             center=True, random_state=0)  # ((T - 1) * hop,)
+    half = cfg.hop_length // 2
+    wav = np.pad(wav, (half, max(0, n_out - half - wav.size)))[:n_out]
+    peak = float(np.abs(wav).max()) if wav.size else 0.0
+    if peak > 0.999:  # an over-loud mel would clip when written as 16-bit PCM
+        wav = wav * (0.999 / peak)
+    return torch.from_numpy(wav.astype(np.float32)).to(device)
 
 
 def save_wav(path: str | Path, wav, sample_rate: int) -> None:

@@ -1,7 +1,10 @@
 """Text (+ reference wav) → wav: batched, KV-cached synthesis (``myxtts synthesize``).
 
-Sentences are synthesised together (sorted by length, in batches), each stopping on its own
-stop token. The reference clip may have any sample rate, channel count and soundfile format; it
+Each text is split into sentences (see :mod:`myxtts.text.sentences`); all sentences are
+synthesised together (sorted by length, in batches), each stopping on its own stop token, and
+each text's sentences are joined with a short pause. Every result says whether it is silent and
+whether a sentence ran into ``model.max_decoder_steps`` instead of stopping; both are warned
+about. The reference clip may have any sample rate, channel count and soundfile format; it
 is conditioned exactly like training audio (resample, trim, loudness) and must hold 0.5-10 s of
 sound (longer clips are cut to their first 10 s). Without ``--reference`` the model's *neutral
 voice* is used: the reference is fully masked out and the resampler's learned latents alone
@@ -13,6 +16,7 @@ noticeably worse (phasey, metallic), and the command says so.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +25,64 @@ import torch
 from myxtts import audio
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
+from myxtts.text import echo
 
 MIN_REF_SECONDS, MAX_REF_SECONDS = 0.5, 10.0
-SILENT_DBFS = -60.0
-GRIFFIN_LIM_NOTE = ("note: no --vocoder given, using Griffin-Lim: intelligible but audibly lower "
-                    "quality (phasey, metallic) than a trained HiFi-GAN vocoder")
+SILENT_DBFS = -60.0  # a reference or an output whose level stays below this is silence
+PAUSE_SECONDS = 0.25  # silence between the sentences of one text (rounded to whole hops)
+# Sentence length limit: the decoder cap in seconds times a slow reading rate (read speech in
+# LJSpeech and the demo corpus runs at about 15-18 characters per second).
+CHARS_PER_SECOND = 10
+GRIFFIN_LIM_NOTE = ("note: no --vocoder given, using Griffin-Lim: it needs no training but sounds "
+                    "noticeably worse (phasey, metallic) than a trained HiFi-GAN vocoder")
+
+
+def dbfs(x: float) -> float:
+    return 20 * math.log10(max(x, 1e-10))
+
+
+@dataclass
+class Synthesis:
+    """One text's audio, and what a listener should know about it before playing it."""
+
+    text: str
+    wav: np.ndarray  # (S,) float32 in [-1, 1]
+    sample_rate: int
+    parts: int  # sentences (or pieces of overlong ones) spoken separately, joined with pauses
+    cut: int  # of those, parts that ran into model.max_decoder_steps instead of stopping
+    path: Path | None = None  # where it was written, if it was
+
+    @property
+    def seconds(self) -> float:
+        return self.wav.size / self.sample_rate
+
+    @property
+    def peak(self) -> float:
+        return float(np.abs(self.wav).max()) if self.wav.size else 0.0
+
+    @property
+    def rms(self) -> float:
+        return float(np.sqrt(np.mean(self.wav.astype(np.float64) ** 2))) if self.wav.size else 0.0
+
+    @property
+    def silent(self) -> bool:
+        return dbfs(self.peak) < SILENT_DBFS
+
+    @property
+    def stopped(self) -> bool:
+        """Every sentence ended on its own stop token."""
+        return self.cut == 0
+
+    def warnings(self, cap: int) -> list[str]:
+        out = []
+        if self.silent:
+            out.append(f"warning: the audio for {echo(self.text)} is silent (peak "
+                       f"{dbfs(self.peak):.0f} dBFS): the model's mel holds no sound")
+        if self.cut:
+            which = "it" if self.parts == 1 else f"{self.cut} of its {self.parts} parts"
+            out.append(f"warning: {echo(self.text)} did not stop on its own: {which} ran into "
+                       f"model.max_decoder_steps={cap} and the audio is cut there")
+        return out
 
 
 def _device(name: str | None) -> torch.device:
@@ -65,9 +122,19 @@ class Synthesizer:
         return self.cfg.audio.sample_rate
 
     # ------------------------------------------------------------------------ inputs
+    def sentences(self, text: str) -> list[str]:
+        """One text → the normalised sentences it is spoken as."""
+        from myxtts.text.sentences import split_sentences
+
+        a, m = self.cfg.audio, self.cfg.model
+        cap_seconds = m.max_decoder_steps * m.reduction * a.hop_length / a.sample_rate
+        parts = split_sentences(self.text.normalize(text), int(cap_seconds * CHARS_PER_SECOND))
+        return parts or [text]  # an empty text still gets encode's clear error
+
     def encode(self, texts: list[str]):
-        """→ tokens (B, Tt) long, token_lens (B,)."""
-        ids = [self.text.encode(t) for t in texts]  # raises UnknownCharacterError (a UserError)
+        """→ tokens (B, Tt) long, token_lens (B,). Characters the model was not trained on are
+        read as their nearest known symbol (with a warning); unknown letters are an error."""
+        ids = [self.text.encode(t, warn=self.log) for t in texts]
         tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
         for i, seq in enumerate(ids):
             tokens[i, :len(seq)] = torch.tensor(seq)
@@ -102,13 +169,15 @@ class Synthesizer:
 
     # ------------------------------------------------------------------------ synthesis
     def mels(self, texts: list[str], reference=None, seed: int = 0, batch_size: int = 16):
-        """→ list of (T_i, M) log-mel tensors (on the CPU), in the order of ``texts``."""
+        """Each text as one utterance → (list of (T_i, M) log-mels on the CPU, list of whether
+        each stopped on its own rather than at ``model.max_decoder_steps``), in ``texts`` order."""
         tokens, lens = self.encode(texts)
         ref_mel, ref_lens = self.reference(reference)
         gen = torch.Generator().manual_seed(seed)  # CPU generator: same output on any device
         order = sorted(range(len(texts)), key=lambda i: -int(lens[i]))  # similar lengths batch
         r, cap = self.cfg.model.reduction, self.cfg.model.max_decoder_steps
-        out: list = [None] * len(texts)
+        mels: list = [None] * len(texts)
+        stopped: list = [None] * len(texts)
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
             n = int(lens[idx].max())
@@ -119,11 +188,9 @@ class Synthesizer:
                 generator=gen)
             for j, i in enumerate(idx):
                 length = int(mel_lens[j])
-                if length >= cap * r:
-                    self.log(f"warning: sentence {i + 1} did not end within "
-                             f"model.max_decoder_steps={cap}; its audio is cut there")
-                out[i] = mel[j, :length].float().cpu()
-        return out
+                mels[i] = mel[j, :length].float().cpu()
+                stopped[i] = length < cap * r
+        return mels, stopped
 
     def vocode(self, mels: list[torch.Tensor]) -> list[np.ndarray]:
         """(T, M) log-mels → waveforms of T * hop samples each."""
@@ -145,18 +212,44 @@ class Synthesizer:
                 wavs.append(wav[:n].float().cpu().numpy())
         return wavs
 
-    def __call__(self, texts: list[str], reference=None, seed: int = 0,
-                 batch_size: int = 16) -> list[np.ndarray]:
-        """texts → list of float32 waveforms at ``self.sample_rate``."""
+    def synthesize(self, texts: list[str], reference=None, seed: int = 0,
+                   batch_size: int = 16) -> list[Synthesis]:
+        """texts → one :class:`Synthesis` each; silent or cut results are warned about."""
         if self.vocoder is None:
             self.log(GRIFFIN_LIM_NOTE)
-        return self.vocode(self.mels(texts, reference, seed, batch_size))
+        parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t)]
+        mels, stopped = self.mels([s for _, s in parts], reference, seed, batch_size)
+        wavs = self.vocode(mels)
+        hop = self.cfg.audio.hop_length  # whole hops keep every wav a whole number of frames
+        pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / hop) * hop, dtype=np.float32)
+        results = []
+        for i, text in enumerate(texts):
+            mine = [k for k, (owner, _) in enumerate(parts) if owner == i]
+            pieces = [x for k in mine for x in (pause, wavs[k])][1:]  # pause between sentences
+            res = Synthesis(text, np.concatenate(pieces).astype(np.float32), self.sample_rate,
+                            parts=len(mine), cut=sum(not stopped[k] for k in mine))
+            for warning in res.warnings(self.cfg.model.max_decoder_steps):
+                self.log(warning)
+            results.append(res)
+        return results
 
     def synthesize_to_file(self, texts: list[str], out, reference=None, seed: int = 0,
-                           batch_size: int = 16) -> list[Path]:
+                           batch_size: int = 16) -> list[Synthesis]:
         """Synthesise and write wavs: ``out`` is a .wav file for one text, else a directory
-        (or a .wav stem, numbered). Returns the paths written."""
-        paths = output_paths(out, len(texts))
-        for path, wav in zip(paths, self(texts, reference, seed, batch_size)):
-            audio.save_wav(path, wav, self.sample_rate)
-        return paths
+        (or a .wav stem, numbered). Returns the results, each with the path it was written to."""
+        results = self.synthesize(texts, reference, seed, batch_size)
+        for path, res in zip(output_paths(out, len(texts)), results):
+            audio.save_wav(path, res.wav, self.sample_rate)
+            res.path = path
+        return results
+
+
+def output_paths(out: str | None, n: int) -> list[Path]:
+    """Where ``n`` outputs go: ``out`` itself for one .wav, numbered beside it or in a folder."""
+    if out is None:
+        return [Path("synthesized.wav")] if n == 1 else [Path("synthesized") / f"{i + 1:03d}.wav"
+                                                         for i in range(n)]
+    p = Path(out)
+    if p.suffix.lower() == ".wav":
+        return [p] if n == 1 else [p.with_name(f"{p.stem}_{i + 1:03d}.wav") for i in range(n)]
+    return [p / f"{i + 1:03d}.wav" for i in range(n)]

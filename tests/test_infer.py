@@ -8,6 +8,7 @@ import pytest
 import soundfile as sf
 import torch
 
+from myxtts import audio
 from myxtts.cli import main
 from myxtts.config import load
 from myxtts.errors import UserError
@@ -58,10 +59,12 @@ def test_16khz_reference_is_resampled_and_accepted(synth):
     # Resampled to the model's 22.05 kHz before framing (trimming may shorten it a little).
     assert mel.shape[0] == 1 and mel.shape[2] == 80 and int(lens) == mel.shape[1]
     assert 0.6 * seconds * 22050 / 256 < mel.shape[1] <= seconds * 22050 / 256 + 1
-    wavs = synth(["The quick brown fox.", "Sea shells!"], reference=MALE_16K, seed=3)
-    assert len(wavs) == 2
-    for w in wavs:
+    results = synth.synthesize(["The quick brown fox.", "Sea shells!"], reference=MALE_16K, seed=3)
+    assert len(results) == 2
+    for r in results:
+        w = r.wav
         assert w.dtype == np.float32 and w.size % 256 == 0 and w.size > 0 and np.isfinite(w).all()
+        assert r.peak > 1e-3 and not r.silent  # Griffin-Lim of an untrained model's mel is noise
 
 
 def test_any_format_and_channel_count(synth, tmp_path):
@@ -85,8 +88,8 @@ def test_long_reference_is_cut_to_ten_seconds(synth, tmp_path, monkeypatch):
 def test_neutral_voice_and_seeded_determinism(synth):
     mel, lens = synth.reference(None)
     assert int(lens) == 0
-    a = synth.mels(["The lazy dog."], None, seed=5)
-    b = synth.mels(["The lazy dog."], None, seed=5)
+    a, _ = synth.mels(["The lazy dog."], None, seed=5)
+    b, _ = synth.mels(["The lazy dog."], None, seed=5)
     assert torch.equal(a[0], b[0])
 
 
@@ -108,14 +111,30 @@ def test_reference_errors(synth, tmp_path):
         synth.reference(broken)
 
 
-def test_unknown_characters_are_a_user_error(synth):
-    with pytest.raises(UserError, match="not trained on"):
-        synth(["The fox was großartig"])  # the vocabulary is English letters only
+def test_unknown_letters_are_a_user_error(synth):
+    with pytest.raises(UserError, match="not trained on: 'ß'"):
+        synth.synthesize(["The fox was großartig"])  # no ASCII base letter
+    with pytest.raises(UserError, match="not trained on: 'ж'") as err:
+        synth.synthesize(["The fox " * 30 + "жил"])
+    quoted = str(err.value).split(" in ", 1)[1]
+    assert len(quoted) <= 82  # the user's text is echoed cut to about 80 characters
+
+
+def test_unseen_accents_and_punctuation_are_read_as_known_symbols(synth, monkeypatch):
+    notes = []
+    monkeypatch.setattr(synth, "log", notes.append)
+    monkeypatch.setattr(synth.cfg.model, "max_decoder_steps", 500)  # one part: a short sentence
+    monkeypatch.setattr(synth.model, "generate", _fake_generate([30], 0.0))
+    # The vocabulary has no 'é', no ':' and no dash ('–' becomes '-'): it is still spoken.
+    [res] = synth.synthesize(["Café fox: yes – the dog."])
+    assert res.wav.size == 30 * 256 and res.parts == 1
+    warning = next(n for n in notes if "not in the training text" in n)
+    assert "'é' as 'e'" in warning and "':' as ','" in warning and "'-' as ','" in warning
 
 
 def test_vocoder_checkpoint_is_used(run_dir):
     s = Synthesizer(run_dir, vocoder=run_dir / "vocoder.safetensors", log=lambda m: None)
-    wav = s(["The fox."], seed=0)[0]
+    wav = s.synthesize(["The fox."], seed=0)[0].wav
     assert wav.size % 256 == 0 and np.isfinite(wav).all()
     with pytest.raises(UserError, match="acoustic"):
         Synthesizer(run_dir / "vocoder.safetensors")
@@ -130,11 +149,16 @@ def test_command_line(run_dir, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["001.wav", "002.wav"]
     info = sf.info(str(out / "001.wav"))
     assert info.samplerate == 22050 and info.channels == 1
-    assert "Griffin-Lim" in capsys.readouterr().err  # the quality note
+    err = capsys.readouterr().err
+    assert "Griffin-Lim" in err and "intelligible" not in err  # the quality note, no promises
+    assert "did not stop on its own" in err  # the untrained model runs into the 20-step cap
 
     assert main(["synthesize", "--checkpoint", str(run_dir), "--text", "Quark 42 ü",
+                 "--out", str(tmp_path / "x.wav")]) == 0
+    assert "'ü' as 'u'" in capsys.readouterr().err
+    assert main(["synthesize", "--checkpoint", str(run_dir), "--text", "Quark 42 ж",
                  "--out", str(tmp_path / "x.wav")]) == 2
-    assert "not trained on" in capsys.readouterr().err
+    assert "not trained on: 'ж'" in capsys.readouterr().err
     assert main(["synthesize", "--checkpoint", str(tmp_path / "nothing"), "--text", "The fox"]) == 2
     assert "not found" in capsys.readouterr().err
 
@@ -146,3 +170,58 @@ def test_command_line_subprocess_single_file(run_dir, tmp_path, myxtts_cmd):
                         str(run_dir / "vocoder.safetensors")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert out.is_file() and "Griffin-Lim" not in r.stderr
+
+
+def _fake_generate(lengths, value):
+    """Stand-in for the model's decoder: the i-th sentence of a batch gives lengths[i] frames
+    of log-mel ``value`` (the floor value is digital silence)."""
+    calls = iter(lengths)
+
+    def generate(tokens, token_lens, ref_mel, ref_lens, generator=None):
+        lens = torch.tensor([next(calls) for _ in range(tokens.shape[0])])
+        mel = torch.full((tokens.shape[0], int(lens.max()), 80), value)
+        return mel, lens, None
+    return generate
+
+
+def test_silent_and_cut_outputs_are_reported(synth, monkeypatch):
+    notes = []
+    monkeypatch.setattr(synth, "log", notes.append)
+    cap = synth.cfg.model.max_decoder_steps * synth.cfg.model.reduction  # frames
+    floor = float(np.log(audio.LOG_FLOOR))
+    monkeypatch.setattr(synth.model, "generate", _fake_generate([12], floor))
+    [res] = synth.synthesize(["Yes."])
+    assert res.silent and res.stopped and res.peak < 1e-3
+    assert any("is silent" in n for n in notes) and not any("did not stop" in n for n in notes)
+
+    notes.clear()
+    monkeypatch.setattr(synth.model, "generate", _fake_generate([cap], 0.0))  # loud, never stops
+    [res] = synth.synthesize(["Yes."])
+    assert not res.silent and not res.stopped and res.cut == 1
+    assert res.rms > 0.01 and res.seconds == cap * 256 / 22050
+    assert any("did not stop on its own" in n and "max_decoder_steps=20" in n for n in notes)
+    assert not any("is silent" in n for n in notes)
+
+
+def test_long_text_is_spoken_sentence_by_sentence_with_pauses(synth, monkeypatch):
+    text = "The fox jumps. The dog sleeps! Yes?"
+    monkeypatch.setattr(synth.cfg.model, "max_decoder_steps", 500)  # the tiny preset's cap
+    assert synth.sentences(text) == ["the fox jumps.", "the dog sleeps!", "yes?"]
+    monkeypatch.setattr(synth.model, "generate", _fake_generate([30, 20, 10], 0.0))
+    [res] = synth.synthesize([text])
+    pause = 22 * 256  # 0.25 s rounded to whole hops
+    assert res.parts == 3 and res.stopped
+    # Decoded longest text first ("the dog sleeps!" gets 30 frames, "the fox jumps." 20, "yes?"
+    # 10), then put back in text order with silence between them.
+    assert res.wav.size == (20 + 30 + 10) * 256 + 2 * pause
+    first, gap = res.wav[:20 * 256], res.wav[20 * 256:20 * 256 + pause]
+    assert np.abs(first).max() > 0.01 and np.all(gap == 0)
+    assert np.abs(res.wav[20 * 256 + pause:][:30 * 256]).max() > 0.01
+
+
+def test_overlong_sentence_is_split_within_the_decoder_cap(synth, monkeypatch):
+    monkeypatch.setattr(synth.cfg.model, "max_decoder_steps", 500)  # 11.6 s → 116 characters
+    clause = "the quick brown fox jumps over the lazy dog"
+    parts = synth.sentences(", ".join([clause] * 8) + ".")
+    assert len(parts) > 1 and all(len(p) <= 116 for p in parts)
+    assert " ".join(parts) == ", ".join([clause] * 8) + "."

@@ -53,7 +53,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     reference = next(iter(sorted((DEMO_CORPUS / "wavs").glob("spk5-0040.*"))))
     synth = Synthesizer(run)
     wav_path = out / "demo.wav"
-    synth.synthesize_to_file([SENTENCE], wav_path, reference=reference)
+    result = synth.synthesize_to_file([SENTENCE], wav_path, reference=reference)[0]
     timings["synthesize"] = time.perf_counter() - t
 
     total = sum(timings.values())
@@ -65,7 +65,25 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
           if ib is not None else f"  training loop: {summary.get('steps')} steps")
     (out / "demo_timings.json").write_text(json.dumps(timings, indent=1))
     print(f"\nwrote {wav_path} (reference voice: {reference.name}); training run in {run}")
+    print(describe(result, synth.cfg.model.max_decoder_steps))
     return 0
+
+
+def describe(result, cap: int) -> str:
+    """What the demo wav holds, in figures, with a warning when it is silent or was cut."""
+    from myxtts.infer import dbfs
+
+    line = (f"  {result.seconds:.2f} s, peak {dbfs(result.peak):.1f} dBFS, "
+            f"RMS {dbfs(result.rms):.1f} dBFS, "
+            + ("stopped on its own" if result.stopped else
+               f"cut at model.max_decoder_steps={cap}"))
+    if result.silent:
+        line += ("\n  WARNING: the wav is silent: the model produced no sound (train longer with "
+                 "--minutes, or look at the training log)")
+    if not result.stopped:
+        line += ("\n  WARNING: the model did not stop on its own, so the wav is cut where the "
+                 "decoder cap ends it (train longer with --minutes)")
+    return line
 
 
 def add_parser(sub) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from myxtts import audio
 from myxtts.commands.common import EXIT_OK, add_command, err
 from myxtts.errors import UserError
-from myxtts.infer import GRIFFIN_LIM_NOTE, Synthesizer
+from myxtts.infer import Synthesizer
 
 
 def add_parser(sub) -> None:
@@ -44,32 +43,16 @@ def read_texts(args) -> list[str]:
     return texts
 
 
-def output_paths(out: str | None, n: int) -> list[Path]:
-    if out is None:
-        return [Path("synthesized.wav")] if n == 1 else [Path("synthesized") / f"{i + 1:03d}.wav"
-                                                         for i in range(n)]
-    p = Path(out)
-    if p.suffix.lower() == ".wav":
-        return [p] if n == 1 else [p.with_name(f"{p.stem}_{i + 1:03d}.wav") for i in range(n)]
-    return [p / f"{i + 1:03d}.wav" for i in range(n)]
-
-
 def run(args) -> int:
     texts = read_texts(args)
     if args.batch_size < 1:
         raise UserError("--batch-size must be at least 1")
     t0 = time.perf_counter()
     synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err)
-    mels = synth.mels(texts, args.reference, args.seed, args.batch_size)
-    if synth.vocoder is None:
-        err(GRIFFIN_LIM_NOTE)
-    wavs = synth.vocode(mels)
-    seconds = 0.0
-    for path, wav in zip(output_paths(args.out, len(texts)), wavs):
-        audio.save_wav(path, wav, synth.sample_rate)
-        seconds += wav.size / synth.sample_rate
-        print(f"{path}  {wav.size / synth.sample_rate:.2f} s")
+    results = synth.synthesize_to_file(texts, args.out, args.reference, args.seed, args.batch_size)
+    for res in results:
+        print(f"{res.path}  {res.seconds:.2f} s")
     took = time.perf_counter() - t0
-    print(f"{len(texts)} sentence(s), {seconds:.1f} s of audio in {took:.1f} s "
+    print(f"{len(texts)} text(s), {sum(r.seconds for r in results):.1f} s of audio in {took:.1f} s "
           f"(step {synth.meta['step']}, voice: {args.reference or 'neutral'})")
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""English text normalisation: Unicode, abbreviations, numbers, currency, ordinals, years.
+"""English text normalisation: Unicode, abbreviations, numbers, money, times, dates, ordinals.
 
 Runs once per utterance at prepare time, and on every sentence at synthesis time, so training and
 inference see text shaped the same way.
@@ -16,15 +16,30 @@ _PUNCT_MAP = str.maketrans({
     "\u2026": "...", "\u00a0": " ", "\t": " ",
 })
 
-# Only unambiguous titles and units: "St." could be saint or street, so it is left alone.
-_ABBREVIATIONS = [(re.compile(rf"\b{a}\.", re.IGNORECASE), full) for a, full in [
-    ("mrs", "missus"), ("mr", "mister"), ("dr", "doctor"), ("ms", "miss"), ("prof", "professor"),
-    ("jr", "junior"), ("sr", "senior"), ("gen", "general"), ("capt", "captain"), ("lt", "lieutenant"),
-    ("col", "colonel"), ("sgt", "sergeant"), ("rev", "reverend"), ("hon", "honorable"),
-    ("co", "company"), ("ltd", "limited"), ("vs", "versus"), ("etc", "et cetera"), ("no", "number"),
-]]
+# Abbreviations before a name: their period never ends a sentence ("Dr. Smith", "vs. Team B").
+_TITLES = [("mrs", "missus"), ("mr", "mister"), ("dr", "doctor"), ("ms", "miz"),
+           ("prof", "professor"), ("gen", "general"), ("capt", "captain"), ("lt", "lieutenant"),
+           ("col", "colonel"), ("sgt", "sergeant"), ("rev", "reverend"), ("hon", "honorable"),
+           ("mt", "mount"), ("vs", "versus")]
+# Abbreviations after a word: their period also ends the sentence when the text ends there or
+# a capitalised word follows ("on Cedar Ave. The next day" keeps the full stop).
+_TRAILING = [("jr", "junior"), ("sr", "senior"), ("co", "company"), ("ltd", "limited"),
+             ("etc", "et cetera"), ("ave", "avenue"), ("blvd", "boulevard")]
+_TITLE_RE = [(re.compile(rf"\b{a}\.", re.IGNORECASE), full) for a, full in _TITLES]
+_TRAILING_RE = [(re.compile(rf"\b{a}\.", re.IGNORECASE), full) for a, full in _TRAILING]
+# "St.": "street" after a name ("Maple St."), "saint" before one ("in St. Louis", "St. John").
+_ST = re.compile(r"\bSt\.")
+_NUMBER_SIGN = re.compile(r"(?:\b[Nn]o\.|#)\s?(?=\d)")  # "No. 5" and "#5"; a sentence's "no." stays
 
+_CURRENCY_SCALED = re.compile(r"([$\u00a3\u20ac])\s?(\d+(?:\.\d+)?)\s(thousand|million|billion|"
+                              r"trillion)\b", re.IGNORECASE)
 _CURRENCY = re.compile(r"([$\u00a3\u20ac])\s?(\d[\d,]*)(?:\.(\d{1,2}))?")
+_AM_PM = r"(?:\s?\b([ap])\.?\s?m\b\.?)?"
+_TIME = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)(?![:\d])" + _AM_PM, re.IGNORECASE)
+_HOUR_AM_PM = re.compile(r"\b(1[0-2]|0?[1-9])\s?([ap])\.?\s?m\b\.?", re.IGNORECASE)
+_DECADE = re.compile(r"\b(1[1-9]|20)(\d0)'?s\b")  # 1990s, 1990's
+_SHORT_DECADE = re.compile(r"(?<![\w'])'?([1-9]0)'?s\b")  # '80s, 80s
+_FRACTION = re.compile(r"(?<![\d/.])([1-9])/([2-9]|10)(?![\d/])")
 _ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
 _DECIMAL = re.compile(r"\b(\d+)\.(\d+)\b")
 _PERCENT = re.compile(r"(\d)\s?%")
@@ -44,17 +59,79 @@ def _words(n: int) -> str:
     return _engine().number_to_words(n, andword="").replace(",", "").replace("-", " ")
 
 
+def _year(n: int) -> str:
+    hi, lo = divmod(n, 100)
+    if lo == 0:
+        return _words(hi) + " hundred"
+    if n % 1000 < 10 and n >= 2000:
+        return _words(n)
+    return f"{_words(hi)} {'oh ' if lo < 10 else ''}{_words(lo)}"
+
+
 def _number(match: re.Match) -> str:
     raw = match.group(0).replace(",", "")
     n = int(raw)
     if 1100 <= n < 2100 and "," not in match.group(0) and len(raw) == 4:  # read as a year
-        hi, lo = divmod(n, 100)
-        if lo == 0:
-            return _words(hi) + " hundred"
-        if n % 1000 < 10 and n >= 2000:
-            return _words(n)
-        return f"{_words(hi)} {'oh ' if lo < 10 else ''}{_words(lo)}"
+        return _year(n)
     return _words(n)
+
+
+def _plural(words: str) -> str:
+    """"nineteen ninety" → "nineteen nineties": only the last word takes the plural."""
+    head, _, last = words.rpartition(" ")
+    return f"{head} {_engine().plural(last)}".strip()
+
+
+def _ends_sentence(match: re.Match) -> bool:
+    """Whether the period a match consumed also closed the sentence."""
+    return match.group(0).endswith(".") and re.match(r"\s*(?:$|[A-Z\"(])",
+                                                     match.string[match.end():]) is not None
+
+
+def _trailing(full: str):
+    return lambda m: full + ("." if _ends_sentence(m) else "")
+
+
+def _saint_or_street(match: re.Match) -> str:
+    words = match.string[:match.start()].split()
+    # After a capitalised word that does not open a sentence ("on Maple St."), it is a street.
+    after_name = (len(words) > 1 and words[-1][:1].isupper()
+                  and not words[-2].endswith((".", "!", "?")))
+    if after_name or not re.match(r"\s+[A-Z]", match.string[match.end():]):
+        return "street" + ("." if _ends_sentence(match) else "")
+    return "saint"
+
+
+def _am_pm(letter: str | None, match: re.Match) -> str:
+    if not letter:
+        return ""
+    said = " ay em" if letter.lower() == "a" else " pee em"  # spelled as said: "a m" reads "uh m"
+    return said + ("." if _ends_sentence(match) else "")
+
+
+def _time(match: re.Match) -> str:
+    """10:05 → ten oh five, 7:30 → seven thirty, 12:00 → twelve o'clock, 14:00 → fourteen
+    hundred; a following am/pm is read out."""
+    h, m, ampm = int(match.group(1)), int(match.group(2)), match.group(3)
+    if m == 0:
+        said = _words(h) if ampm else (f"{_words(h)} o'clock" if 1 <= h <= 12
+                                       else f"{_words(h)} hundred")
+    else:
+        said = f"{_words(h)} {'oh ' if m < 10 else ''}{_words(m)}"
+    return said + _am_pm(ampm, match)
+
+
+def _decimal(whole: str, frac: str) -> str:
+    """"3", "14" → "three point one four"."""
+    return _words(int(whole)) + "".join(f" {'point ' if i == 0 else ''}{_words(int(d))}"
+                                        for i, d in enumerate(frac))
+
+
+def _currency_scaled(match: re.Match) -> str:
+    """$1.5 million → one point five million dollars."""
+    unit = _CURRENCY_NAMES[match.group(1)][0]
+    amount = _decimal(*match.group(2).partition(".")[::2])
+    return f"{amount} {match.group(3).lower()} {unit}s"
 
 
 def _currency(match: re.Match) -> str:
@@ -67,20 +144,38 @@ def _currency(match: re.Match) -> str:
     return " and ".join(parts)
 
 
+def _fraction(match: re.Match) -> str:
+    """1/2 → one half, 3/4 → three quarters, 2/3 → two thirds."""
+    num, den = int(match.group(1)), int(match.group(2))
+    name = {2: "half", 4: "quarter"}.get(den) or _engine().number_to_words(_engine().ordinal(den))
+    return f"{_words(num)} {name if num == 1 else _engine().plural(name)}"
+
+
 def _ordinal(match: re.Match) -> str:
     return _engine().number_to_words(_engine().ordinal(int(match.group(1))), andword="").replace(
         ",", "").replace("-", " ")
 
 
 def expand_english(text: str) -> str:
-    """Spell out abbreviations, currency, ordinals, decimals, percentages and numbers."""
-    for pattern, full in _ABBREVIATIONS:
+    """Spell out abbreviations, currency, clock times, decades, fractions, ordinals, decimals,
+    percentages and numbers."""
+    text = _NUMBER_SIGN.sub("number ", text)
+    for pattern, full in _TITLE_RE:
         text = pattern.sub(full, text)
+    text = _ST.sub(_saint_or_street, text)
+    for pattern, full in _TRAILING_RE:
+        text = pattern.sub(_trailing(full), text)
+    text = text.replace("&", " and ")
+    text = _CURRENCY_SCALED.sub(_currency_scaled, text)
     text = _CURRENCY.sub(_currency, text)
     text = _PERCENT.sub(r"\1 percent", text)
+    text = _TIME.sub(_time, text)
+    text = _HOUR_AM_PM.sub(lambda m: _words(int(m.group(1))) + _am_pm(m.group(2), m), text)
+    text = _DECADE.sub(lambda m: _plural(_year(int(m.group(1) + m.group(2)))), text)
+    text = _SHORT_DECADE.sub(lambda m: _plural(_words(int(m.group(1)))), text)
+    text = _FRACTION.sub(_fraction, text)
     text = _ORDINAL.sub(_ordinal, text)
-    text = _DECIMAL.sub(lambda m: f"{_words(int(m.group(1)))} point "
-                        + " ".join(_words(int(d)) for d in m.group(2)), text)
+    text = _DECIMAL.sub(lambda m: _decimal(m.group(1), m.group(2)), text)
     return _NUMBER.sub(_number, text)
 
 

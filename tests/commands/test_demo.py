@@ -1,0 +1,18 @@
+import numpy as np
+
+from myxtts.commands.demo import describe
+from myxtts.infer import Synthesis
+
+
+def test_describe_gives_figures_and_warns_on_silent_or_cut_audio():
+    t = np.arange(22050) / 22050
+    loud = Synthesis("Hi.", (0.5 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 22050,
+                     parts=1, cut=0)
+    text = describe(loud, cap=500)
+    assert "1.00 s, peak -6.0 dBFS, RMS -9.0 dBFS, stopped on its own" in text
+    assert "WARNING" not in text
+
+    silent = Synthesis("Hi.", np.zeros(22050, np.float32), 22050, parts=1, cut=1)
+    text = describe(silent, cap=500)
+    assert "WARNING: the wav is silent" in text and "did not stop on its own" in text
+    assert "cut at model.max_decoder_steps=500" in text
