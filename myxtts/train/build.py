@@ -24,6 +24,7 @@ from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
 from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train.batches import Batches
+from myxtts.train.compile import resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.optim import build_optimizer, build_scheduler
 from myxtts.train.precision import Precision, pick_device, resolve
@@ -47,6 +48,7 @@ class Run:
     scheduler: object
     sampler: object                # the training split's BucketSampler (the run's shapes)
     batches: Batches | None        # endless device batches (None when not asked for)
+    compile_note: str = ""         # how train.compile=auto was resolved, for the run header
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
@@ -92,6 +94,11 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     seed_everything(cfg, info.rank)
     device = pick_device(info.local_rank)
     prec = resolve(tcfg.precision, device)
+    mode, note = resolve_compile(tcfg.compile, device, info.enabled)
+    if mode != "off" and stage == "acoustic":
+        use_cache(tcfg.compile_cache)
+    tcfg = dataclasses.replace(tcfg, compile=mode)
+    cfg = dataclasses.replace(cfg, train=tcfg)
     if stage == "vocoder":
         return _vocoder(cfg, data, info, device, prec, with_batches)
     cache = Cache(data, expect=cfg)
@@ -101,7 +108,8 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, tcfg, backend)
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches)
+    return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
+               note)
 
 
 def _vocoder(cfg, data, info, device, prec, with_batches) -> Run:

@@ -103,11 +103,16 @@ class Loop:
         self.seen_shapes: set = set()
         self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
         self.last_host_ms = 0.0
+        self.t0 = time.perf_counter()
+        self.history: list[tuple[float, float]] = []  # (s since t0 at the step's end, step ms)
+
+    HISTORY = 4096  # steps kept for time_to_full_speed; full speed comes long before
 
     def step_once(self) -> list[dict]:
         """One optimizer step on the next ``micro_batches`` batches of the stream; returns them.
         ``last_host_ms`` is the host time the step call took (launching, or computing on a CPU)."""
         run, timer = self.run, self.timer
+        s0 = time.perf_counter()
         with timer.data_wait():
             got = [run.batches.next() for _ in range(run.step_fn.micro_batches)]
         micro = [b.tensors for b in got]
@@ -122,6 +127,9 @@ class Loop:
         if not new_shape:
             self.recompiles += compiled_graphs() - graphs
         self.state.step += 1
+        if len(self.history) < self.HISTORY:
+            end = time.perf_counter()
+            self.history.append((end - self.t0, (end - s0) * 1000.0))
         timer.step_done(frames=sum(run.step_fn.frames_of(b) for b in got),
                         samples=sum(b.samples for b in got))
         return micro
@@ -204,9 +212,22 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     if run.device.type == "cuda":
         summary["peak_memory_gib"] = torch.cuda.max_memory_allocated(run.device) / 2**30
     summary.update(stage=run.stage, steps=loop.state.step, stopped=stopped,
+                   time_to_full_speed_s=time_to_full_speed(loop.history),
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
                    padding_pct=run.batches.padding_pct, device=str(run.device),
-                   precision=run.precision.name, compile=cfg.compile,
+                   precision=run.precision.name, compile=run.step_fn.compile_mode,
                    world_size=info.world_size)
     return summary
+
+
+def time_to_full_speed(history: list[tuple[float, float]], within: float = 0.10) -> float | None:
+    """Seconds from the loop's start until a step first ran within ``within`` (10 %) of the
+    steady-state step time, the median of the later half of the steps; None for too few steps."""
+    if len(history) < 8:
+        return None
+    steady = sorted(ms for _, ms in history[len(history) // 2:])[len(history[len(history) // 2:]) // 2]
+    for t, ms in history:
+        if ms <= steady * (1 + within):
+            return t
+    return None

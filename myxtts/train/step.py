@@ -124,6 +124,14 @@ class TrainStep(StepCounters):
             out = self.model(batch)
         return self.core.losses(batch, {k: v.float() for k, v in out.items()})
 
+    def compile_shape(self, batch: dict) -> None:
+        """Forward, loss and backward of one batch, gradients dropped: compiles (or loads from
+        the compile cache) this batch's shape without changing the weights or the optimizer."""
+        sync = self.model.no_sync() if hasattr(self.model, "no_sync") else contextlib.nullcontext()
+        with sync:
+            self.loss_fn(batch)["loss"].backward()
+        self.opt.zero_grad(set_to_none=True)
+
     def _mark(self, phase: str) -> None:
         for h in self.hooks:
             h.phase(phase)

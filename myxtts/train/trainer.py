@@ -6,6 +6,7 @@ resumed from its newest checkpoint; a finished one is left as it is.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -15,6 +16,7 @@ from myxtts.models.xtts import count_parameters
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train.build import Run, build_run
+from myxtts.train.compile import cache_hits, compile_shapes
 from myxtts.train.log import TrainLog, device_label
 from myxtts.train.loop import Loop, fit
 
@@ -32,27 +34,29 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
-            return _train(run, loop, last, out, log)
+            return _train(cfg, run, loop, last, out, log)
         finally:
             run.close()
     finally:
         D.teardown(info)
 
 
-def _train(run: Run, loop: Loop, last, out: Path, log) -> dict:
+def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log) -> dict:
     cfg, info = run.cfg, run.info
     if last is not None:
         loop.restore(last)
         log.say(f"resuming from {last} at step {loop.state.step}")
     elif info.is_main:
-        cfg.save(out / "config.yaml")
+        asked.save(out / "config.yaml")  # as asked: "auto" resolves again on the next machine
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
+    note = f" ({run.compile_note})" if run.compile_note else ""
     log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters | device "
             f"{device_label(run.device)} | precision {run.precision.name} | compile "
-            f"{cfg.train.compile} | world size {info.world_size}")
+            f"{cfg.train.compile}{note} | world size {info.world_size}")
     log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
             f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%")
+    compiled = _compile_up_front(run, log)
 
     def after_step(step: int) -> None:
         if step % cfg.train.val_every == 0 or step == cfg.train.max_steps:
@@ -66,10 +70,33 @@ def _train(run: Run, loop: Loop, last, out: Path, log) -> dict:
             log.sample(step, run.model, run.cache, cfg)
 
     summary = fit(loop, out, log, after_step)
+    summary.update(compiled)
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(run)
     log.finish(summary)
     return summary
+
+
+def _compile_up_front(run: Run, log) -> dict:
+    """Compile every bucket shape before step 1, saying what happens while it happens."""
+    if run.step_fn.compile_mode == "off":
+        return {"compile_s": 0.0}
+    n = len(run.shapes)
+    log.say(f"compiling the step for {n} batch shapes (kernels cached in "
+            f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR')})")
+
+    def progress(k: int, n: int, elapsed: float) -> None:
+        left = elapsed / k * (n - k)
+        log.say(f"compiling shapes {k}/{n}, {elapsed:.0f} s" + (f", about {left:.0f} s left"
+                                                               if k < n else ""))
+
+    hits0, misses0 = cache_hits()
+    seconds = compile_shapes(run, progress)
+    hits, misses = cache_hits()
+    hits, misses = hits - hits0, misses - misses0
+    log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} graph(s) loaded, "
+            f"{misses} compiled anew")
+    return {"compile_s": seconds, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 
 @torch.no_grad()

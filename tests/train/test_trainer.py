@@ -76,3 +76,26 @@ def test_a_run_of_non_finite_steps_stops_with_a_clear_error(lj_cache, tmp_path):
     found = re.search(r"not finite for (\d+) steps in a row \(at step (\d+)\)", r.stderr)
     assert found and int(found[1]) >= 3 and int(found[2]) < 50, r.stderr  # stopped early
     assert "Traceback" not in r.stderr
+
+
+def test_a_finished_run_is_kept_and_a_higher_max_steps_extends_it(lj_cache, tmp_path):
+    run = tmp_path / "run"
+    first = run_train(lj_cache, run, "train.max_steps=3")
+    assert first.returncode == 0, first.stderr
+    kept = {p: p.read_bytes() for p in (run / "summary.json", run / "report.html", run / "metrics.jsonl")}
+    again = run_train(lj_cache, run, "train.max_steps=3")
+    assert again.returncode == 0, again.stderr
+    assert "already at step 3" in again.stderr and "Traceback" not in again.stderr
+    assert {p: p.read_bytes() for p in kept} == kept  # nothing rewritten
+    more = run_train(lj_cache, run, "train.max_steps=5")
+    assert more.returncode == 0, more.stderr
+    assert sorted(losses(run)) == [1, 2, 3, 4, 5]
+
+
+def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
+    run = tmp_path / "run"
+    assert run_train(lj_cache, run, "train.max_steps=2").returncode == 0
+    r = run_train(lj_cache, run, "train.max_steps=4", "model.d_model=32")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "model.d_model=64 (now 32)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 3

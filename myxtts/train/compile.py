@@ -1,0 +1,82 @@
+"""How the training step is compiled: the ``auto`` mode, a compile cache that survives the run,
+and compiling every bucket shape before the first step.
+
+``train.compile=auto`` (the default) means, on a CUDA GPU, inductor with CUDA graphs: an eager
+step of a small TTS model launches thousands of few-microsecond kernels and leaves the GPU
+waiting on the host; replaying the whole step as one graph removes that. Under DDP it means
+inductor without graphs, and the run header says so. On a CPU it means eager, because inductor
+compiles for minutes per shape on a CPU and gains little there.
+
+Compiled kernels go to ``$MYXTTS_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/myxtts/compile``, else
+``~/.cache/myxtts/compile`` (``train.compile_cache`` overrides both), so a resumed run or a
+second run on the same shapes loads them instead of compiling again.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from myxtts.train.batches import BucketBatches
+from myxtts.train.precision import sync
+
+
+def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tuple[str, str]:
+    """``train.compile`` → the mode this machine runs, and a note for the run header."""
+    if setting != "auto":
+        return setting, ""
+    if device.type != "cuda":
+        return "off", "auto: eager on the CPU"
+    if distributed:
+        return "default", ("auto: inductor without CUDA graphs under DDP (graphs cannot be "
+                           "captured around the gradient all-reduce)")
+    return "cudagraphs", "auto: inductor with CUDA graphs"
+
+
+def cache_dir(setting: str = "") -> Path:
+    if setting:
+        return Path(setting).expanduser()
+    if os.environ.get("MYXTTS_COMPILE_CACHE"):
+        return Path(os.environ["MYXTTS_COMPILE_CACHE"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "myxtts" / "compile"
+
+
+def use_cache(setting: str = "") -> Path:
+    """Point inductor's (and Triton's) caches at the durable folder, unless the user already
+    chose one through torch's own variables. Call before anything compiles."""
+    path = cache_dir(setting)
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(path / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(path / "triton"))
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def cache_hits() -> tuple[int, int]:
+    """(hits, misses) of inductor's compiled-graph cache in this process so far."""
+    from torch._dynamo.utils import counters
+
+    c = counters["inductor"]
+    return int(c["fxgraph_cache_hit"]), int(c["fxgraph_cache_miss"])
+
+
+def compile_shapes(run, progress=None) -> float:
+    """Compile the step for every bucket shape before training: forward, loss and backward of a
+    batch of each shape, with the gradients dropped and the random state put back, so the run
+    trains exactly as it would have without this (exact resume included). ``progress(k, n,
+    elapsed_s)`` is called after each shape. Returns the seconds taken (0 when eager)."""
+    if run.step_fn.compile_mode == "off":
+        return 0.0
+    bb = BucketBatches(run.cache, run.cfg, run.device)
+    n = len(run.sampler.buckets)
+    devices = [run.device] if run.device.type == "cuda" else []
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=devices):
+        for b in range(n):
+            run.step_fn.compile_shape(bb.of_bucket(run.sampler, b))
+            sync(run.device)
+            if progress is not None:
+                progress(b + 1, n, time.perf_counter() - t0)
+    return time.perf_counter() - t0

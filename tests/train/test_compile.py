@@ -1,0 +1,51 @@
+"""How the step is compiled: the auto mode per device, the durable compile cache, and compiling
+every shape up front without changing what the run trains."""
+import torch
+
+from myxtts.config import load
+from myxtts.train import compile as C
+from myxtts.train.build import build_run
+
+from .conftest import FAST
+
+
+def test_auto_resolves_per_device():
+    assert load("tiny").train.compile == "auto" and load("base").train.compile == "auto"
+    assert C.resolve_compile("auto", torch.device("cpu"), False)[0] == "off"
+    assert C.resolve_compile("auto", torch.device("cuda", 0), False)[0] == "cudagraphs"
+    mode, note = C.resolve_compile("auto", torch.device("cuda", 0), True)
+    assert mode == "default" and "DDP" in note
+    assert C.resolve_compile("default", torch.device("cpu"), False) == ("default", "")
+
+
+def test_a_cpu_run_with_defaults_is_eager(lj_cache):
+    run = build_run(load("tiny", [o for o in FAST if not o.startswith("train.compile")]), lj_cache,
+                    with_batches=False)
+    assert run.step_fn.compile_mode == "off" and run.cfg.train.compile == "off"
+    assert "eager on the CPU" in run.compile_note
+
+
+def test_cache_folder_follows_the_setting_then_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("MYXTTS_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert C.cache_dir() == tmp_path / "xdg" / "myxtts" / "compile"
+    monkeypatch.setenv("MYXTTS_COMPILE_CACHE", str(tmp_path / "env"))
+    assert C.cache_dir() == tmp_path / "env"
+    assert C.cache_dir(str(tmp_path / "cfg")) == tmp_path / "cfg"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    assert C.use_cache(str(tmp_path / "cfg")) == tmp_path / "cfg" / "inductor"
+
+
+def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(lj_cache):
+    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend="aot_eager",
+                    with_batches=False)
+    before = {k: v.clone() for k, v in run.model.state_dict().items()}
+    rng = torch.get_rng_state()
+    seen = []
+    seconds = C.compile_shapes(run, lambda k, n, s: seen.append((k, n)))
+    assert seconds > 0 and seen == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
+    assert all(p.grad is None for p in run.model.parameters())
+    assert run.optimizer.state == {} or all(not s for s in run.optimizer.state.values())
