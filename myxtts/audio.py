@@ -17,6 +17,7 @@ import soxr
 import torch
 
 from myxtts.config import AudioConfig
+from myxtts.errors import UserError
 
 LOG_FLOOR = 1e-5  # clamp before log: log(1e-5) = -11.5 is the mel value of digital silence
 SILENCE_RMS = 10 ** (-60 / 20)  # a clip whose loudest frame is below -60 dBFS counts as silent
@@ -176,5 +177,8 @@ def save_wav(path: str | Path, wav, sample_rate: int) -> None:
     """Write a mono float waveform as 16-bit PCM WAV."""
     if isinstance(wav, torch.Tensor):
         wav = wav.detach().float().cpu().numpy()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sf.write(str(path), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")
+    except (OSError, RuntimeError) as e:  # a parent that is a file, a read-only folder, a full disk
+        raise UserError(f"{path}: cannot write the wav ({e.strerror if isinstance(e, OSError) else e})") from None

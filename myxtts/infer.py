@@ -88,9 +88,15 @@ class Synthesis:
 def _device(name: str | None) -> torch.device:
     if name in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise UserError(f"--device {name}: MyXTTS runs on cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--device {name}: no CUDA device is available")
-    return torch.device(name)
+    return device
 
 
 class Synthesizer:

@@ -36,7 +36,11 @@ def read_texts(args) -> list[str]:
         p = Path(args.texts)
         if not p.is_file():
             raise UserError(f"--texts: file not found: {p}")
-        lines = p.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = p.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            line = p.read_bytes()[: e.start].count(b"\n") + 1
+            raise UserError(f"--texts {p}: line {line} is not UTF-8 text; save the file as UTF-8") from None
         texts += [line.strip() for line in lines if line.strip()]
     if not texts:
         raise UserError("nothing to say: give --text \"...\" or --texts FILE (one sentence a line)")

@@ -264,7 +264,7 @@ class DevicePrefetcher:
 
     ``last_wait_s``: seconds the consumer was blocked in the last ``next()``: the loader not
     having the batch ready plus the (host-side) cost of issuing the copy. ``total_wait_s`` sums
-    them; input-bound % = total_wait_s / wall time (design.md §5).
+    them; input-bound % = total_wait_s / wall time (docs/design.md, "How we measure").
     """
 
     def __init__(self, loader, device, transform=None):

@@ -1,6 +1,6 @@
 """Step timing for the training loop: where each step's wall time goes, without host syncs.
 
-The question users of every TTS trainer ask is "is it the loader or the GPU?" (design.md §6.1).
+The question users of every TTS trainer ask is "is it the loader or the GPU?" (docs/design.md).
 ``StepTimer`` answers it with three intervals per step and the wall time between steps:
 
 * data wait  -- host time blocked in ``next(loader)``: the GPU may starve during it;
@@ -8,10 +8,10 @@ The question users of every TTS trainer ask is "is it the loader or the GPU?" (d
                 events on the compute stream, so it measures how long that stream stalled on the
                 prefetcher's copy (or on a synchronous copy), not how long the host was busy;
 * compute    -- CUDA-event time of the step (forward, loss, backward, optimizer), keyed by the
-                batch shape, because a compiled step has one cost per shape and design.md §5
-                defines oscillation as the CoV of step time *within* one shape.
+                batch shape, because a compiled step has one cost per shape and oscillation is
+                defined as the CoV of step time *within* one shape.
 
-input-bound % = (data wait + h2d) / wall, design.md §5. Compute-share is reported too; what is
+input-bound % = (data wait + h2d) / wall (docs/design.md, "How we measure"). Compute-share is reported too; what is
 left (``other_pct``) is host time outside all three (logging, checkpoints, Python between steps).
 
 CUDA events are recorded every step but read lazily: ``flush()`` (called by ``window()`` and

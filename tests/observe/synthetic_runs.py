@@ -32,7 +32,7 @@ def steady():
 
 
 def reference_oscillation():
-    """The reference system's 2-40 % swings: shapes not fixed, the step retraces again and again."""
+    """2-40 % swings: shapes not fixed, the step retraces again and again."""
     rng = np.random.default_rng(1)
     run = dict(SETTINGS, gpu_util=_util(rng.uniform(2, 40, 240)), input_bound_pct=3.0, data_wait_pct=3.0,
                h2d_pct=0.0, recompiles=40, n_shapes=57, padding_pct=4.0,

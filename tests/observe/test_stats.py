@@ -27,7 +27,7 @@ def test_moments_and_shares():
     ([4.9] * 10, "idle"),
     ([0, 9] * 10, "idle"),                 # mean 4.5: noise near zero is idle, not oscillating
     ([7, 13] * 10, "starved"),            # CoV 30 % but sd 3 points: flat and low, not swinging
-    ([2, 40] * 10, "oscillating"),        # the reference system's swings
+    ([2, 40] * 10, "oscillating"),        # 2-40 % swings
     ([45] * 10, "starved"),
     ([60, 40, 40, 60, 40] * 4, "starved"),  # mean 48 %
     ([95, 40, 40, 95] * 5, "oscillating"),

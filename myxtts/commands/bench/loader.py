@@ -1,13 +1,13 @@
-"""`myxtts bench loader`: the reference system's loader against ours, on the same data and
+"""`myxtts bench loader`: a naive loader against ours, on the same data and
 the same number of workers, in one run.
 
   naive      a torch Dataset whose __getitem__ decodes the audio file, resamples, trims and
              computes the mel on the CPU (plus tokens), random batches padded by collate_fn:
-             what the reference system did every epoch (its "before").
+             what many TTS trainers do every epoch (the "before").
   cached     make_loader: workers slice the prepared cache into fixed bucket shapes.
   simulated  the cached loader feeding a consumer that holds every batch for the time an H100
              needs for that batch's training step; input-bound % = time blocked waiting for
-             the next batch / wall time (design.md §5).
+             the next batch / wall time (docs/design.md, "How we measure").
 
 The simulated step: FLOPs of one forward + loss + backward of the model (``--config``, base by
 default), counted with FlopCounterMode on meta tensors of each bucket shape, at an assumed 40 %
