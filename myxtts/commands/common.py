@@ -26,12 +26,27 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_command(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help, description=description or help, formatter_class=Formatter)
+    # argparse %-formats help strings (not descriptions): a literal % must be doubled there.
+    return sub.add_parser(name, help=help.replace("%", "%%"), description=description or help,
+                          formatter_class=Formatter)
+
+
+def add_run_command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A command that builds a run from a config and a cache (profile, tune)."""
+    p = add_command(sub, name, help, description)
+    add_config(p)
+    add_data(p)
+    return p
 
 
 def add_config(p, default: str | None = None) -> None:
     p.add_argument("--config", default=default,
                    help="YAML config or preset name (" + ", ".join(presets()) + ")")
+
+
+def add_data(p, required: bool = True, more: str = "") -> None:
+    p.add_argument("--data", required=required, default=None,
+                   help="cache written by `myxtts prepare`" + more)
 
 
 def add_overrides(p, example: str = "train.max_steps=1000") -> None:

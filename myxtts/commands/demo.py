@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from myxtts.config import load
 from myxtts.commands.common import add_command
 from myxtts.commands.prepare import print_report
+from myxtts.config import load
 from myxtts.data.prepare import prepare
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"

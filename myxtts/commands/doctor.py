@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, err, load_config
+from myxtts.commands.common import EXIT_OK, add_command, add_config, add_data, add_overrides, err, load_config
 from myxtts.observe.doctor import SECTIONS, doctor
 
 
@@ -15,8 +15,7 @@ def add_parser(sub) -> None:
                     "loader test, and print findings ranked by expected gain, each with the setting "
                     "or command to change.")
     add_config(p, default="tiny")
-    p.add_argument("--data", default=None, help="cache written by `myxtts prepare` (enables the "
-                                                "step, loader and disk tests)")
+    add_data(p, required=False, more=" (enables the step, loader and disk tests)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     add_overrides(p, "data.num_workers=4")
     p.set_defaults(func=_cmd)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from myxtts.commands.common import (EXIT_FAILED, EXIT_OK, add_command, add_config, add_overrides,
-                                    err, load_config)
+from myxtts.commands.common import EXIT_FAILED, EXIT_OK, add_command, add_config, add_overrides, err, load_config
 from myxtts.data.manifest import FORMATS
 from myxtts.data.prepare import DEFAULT_CHUNK, parse_shard, prepare
 from myxtts.errors import UserError

@@ -1,22 +1,23 @@
-"""``myxtts profile``: where a training step's time goes, measured, with the setting to change."""
+"""``myxtts profile``: where a training step's time goes, measured, with the setting to change.
+
+Warms up every bucket shape, then times N training steps (data wait, host-to-device, forward,
+backward, optimizer) and profiles N more under torch.profiler: top kernels, recompiles, host
+syncs, MFU, a Chrome trace, and an input-/launch-/compute-bound verdict with the setting to
+change.
+"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, err, load_config
+from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, err, load_config
 from myxtts.observe.format import fmt
 from myxtts.observe.profile import profile
 
 
 def add_parser(sub) -> None:
-    p = add_command(sub, "profile", "profile training steps: time breakdown, kernels, verdict",
-                    "Warm up every bucket shape, then time N training steps (data wait, "
-                    "host-to-device, forward, backward, optimizer) and profile N more under "
-                    "torch.profiler: top kernels, recompiles, host syncs, MFU, a Chrome trace, and an "
-                    "input-/launch-/compute-bound verdict with the setting to change.")
-    add_config(p)
-    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    p = add_run_command(sub, "profile", "profile training steps: time breakdown, kernels, verdict",
+                        __doc__.split("\n\n", 1)[1])
     p.add_argument("--steps", type=int, default=20, help="steps per pass")
     p.add_argument("--out", default="profile", help="directory for trace.json and report.html")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")

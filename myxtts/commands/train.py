@@ -8,8 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from myxtts.commands.common import (EXIT_OK, EXIT_STOPPED, add_command, add_config, add_overrides,
-                                    load_config)
+from myxtts.commands.common import EXIT_OK, EXIT_STOPPED, add_command, add_config, add_data, add_overrides, load_config
 from myxtts.config import Config, load
 from myxtts.observe.runlog import RunLog
 from myxtts.train.trainer import train, train_vocoder
@@ -18,7 +17,7 @@ from myxtts.train.trainer import train, train_vocoder
 def add_parser(sub) -> None:
     p = add_command(sub, "train", "train the acoustic model (or the vocoder)")
     add_config(p)
-    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    add_data(p)
     p.add_argument("--out", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--stage", default="acoustic", choices=["acoustic", "vocoder"],
                    help="what to train")

@@ -1,18 +1,19 @@
-"""``myxtts tune``: the largest frame budget that fits this GPU, the fewest workers that feed it."""
+"""``myxtts tune``: the largest frame budget that fits this GPU, the fewest workers that feed it.
+
+Finds the largest data.frame_budget whose largest batch trains within GPU memory (doubling, then
+bisection, recovering from out-of-memory errors) and the fewest data.num_workers that keep
+input-bound below 1 % of the measured step time; writes them as a YAML overlay and a merged
+config.
+"""
 from __future__ import annotations
 
-from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, err, load_config
+from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, err, load_config
 from myxtts.observe.tune import tune
 
 
 def add_parser(sub) -> None:
-    p = add_command(sub, "tune", "largest frame budget that fits the GPU, fewest workers that feed it",
-                    "Find the largest data.frame_budget whose largest batch trains within GPU memory "
-                    "(doubling, then bisection, recovering from out-of-memory errors) and the fewest "
-                    "data.num_workers that keep input-bound below 1 %% of the measured step time; "
-                    "write them as a YAML overlay and a merged config.")
-    add_config(p)
-    p.add_argument("--data", required=True, help="cache written by `myxtts prepare`")
+    p = add_run_command(sub, "tune", "largest frame budget that fits the GPU, fewest workers that "
+                        "feed it", __doc__.split("\n\n", 1)[1])
     p.add_argument("--out", default="tuned.yaml", help="overlay YAML to write; the merged config "
                                                        "goes next to it as NAME.merged.yaml")
     add_overrides(p, "model.d_model=512")

@@ -32,9 +32,7 @@ def add_parser(sub) -> None:
     modes = p.add_subparsers(dest="bench_mode", metavar="MODE", required=True)
     for name, module_name in MODES.items():
         module = importlib.import_module(module_name)
-        # argparse formats help with %-interpolation: a literal % must be doubled.
-        text = module.HELP.replace("%", "%%")
-        m = add_command(modes, name, text)
+        m = add_command(modes, name, module.HELP)
         module.add_arguments(m)
         m.set_defaults(func=module.run)
 

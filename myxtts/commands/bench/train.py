@@ -168,8 +168,8 @@ def skipped(reason: str, precision: str | None = None) -> dict:
 
 def run(args) -> int:
     from myxtts.data.cache import Cache
-    from myxtts.train.build import build_run
     from myxtts.observe.flops import count_step_flops
+    from myxtts.train.build import build_run
     from myxtts.train.precision import pick_device, resolve
 
     device = pick_device(0)
