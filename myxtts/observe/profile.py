@@ -191,7 +191,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     cuda = dev.type == "cuda"
     name = R.device_name(dev)
     say(f"profiling {steps} steps on {dev} ({name}), precision {rig.precision.name}, compile "
-        f"{cfg.train.compile}, {len(rig.shapes)} bucket shapes, grad_accum {acc}")
+        f"{rig.cfg.train.compile}, {len(rig.shapes)} bucket shapes, grad_accum {acc}")
     if not cuda:
         say("no GPU: every figure below is CPU time (host perf_counter), not GPU time")
 
@@ -261,7 +261,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     breakdown = {k: {"ms": v, "pct": pct(v)} for k, v in rows.items()}
 
     bf16 = torch.cuda.is_bf16_supported() if cuda else None
-    run = {**settings_from_config(cfg, device=str(dev), device_name=name, bf16_supported=bf16),
+    run = {**settings_from_config(rig.cfg, device=str(dev), device_name=name, bf16_supported=bf16),
            **summ, "cpu_count": R.usable_cpus(), "n_shapes": len(rig.shapes),
            "padding_pct": batches.padding_pct, "recompiles": recompiles,
            "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
@@ -282,9 +282,9 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         **run, **diag.as_dict(), "title": "MyXTTS profile", "not_measured": not_measured,
         "achieved_tflops": m["achieved_tflops"], "mfu_basis": m["mfu_basis"],
         "meta": {"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
-                 "compile": cfg.train.compile, "trace": str(trace)}})
+                 "compile": rig.cfg.train.compile, "trace": str(trace)}})
     return {"device": str(dev), "device_name": name, "timing": summ["timing"] + ("" if cuda else " (CPU)"),
-            "precision": rig.precision.name, "compile": cfg.train.compile, "steps": steps,
+            "precision": rig.precision.name, "compile": rig.cfg.train.compile, "steps": steps,
             "warmup_s": warm_s, "step_ms": step_ms, "breakdown": breakdown,
             "top_kind": "kernels" if cuda else "cpu ops", "top": top,
             "gpu_busy_pct": run.get("gpu_busy_pct"), "kernels_per_step": run.get("kernels_per_step"),

@@ -84,7 +84,7 @@ def test_missing_measurements_are_reported_not_guessed():
 
 def test_cpu_device_and_config_settings():
     s = settings_from_config(Config(), device="cpu")
-    assert s["num_workers"] == Config().data.num_workers and s["compile"] == "default"
+    assert s["num_workers"] == Config().data.num_workers and s["compile"] == "auto"
     d = diagnose(dict(s, gpu_util=None))
     assert d.bound == "cpu" and d.top.rule == "cpu"
 
