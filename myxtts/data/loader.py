@@ -39,6 +39,7 @@ from myxtts.config import Config
 from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, single_threaded_copy, widen
 from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
 from myxtts.data.sampler import BatchPlan, BucketSampler
+from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 
 
 class _SlotSampler(Sampler):
@@ -119,7 +120,9 @@ class _HostIter:
         if loader.ring is not None:
             loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
         loader.dataloader.sampler.wide = not compact  # the workers widen, in parallel
-        it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
+        # Workers it starts ignore SIGINT/SIGTERM from the outset (spawned off Linux).
+        with hold_stop_signals(spawn=not sys.platform.startswith("linux")):
+            it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
         self._ready: collections.deque = collections.deque()
         self._filled, self._stop = threading.Event(), threading.Event()
         # The thread holds no reference to self, so an abandoned iterator is collected, which
@@ -247,6 +250,7 @@ def _plan_of(bucket) -> BatchPlan:
 
 def _worker_init(_: int) -> None:
     torch.set_num_threads(1)  # workers copy arrays; threads would only fight the trainer
+    ignore_stop_signals()  # SIGINT/SIGTERM to the process group: the trainer decides
 
 
 def otf_mel(cache, cfg: Config, with_wav: bool = False) -> OnTheFlyMel | None:

@@ -6,15 +6,24 @@ and a rerun does only the missing ones. ``--shard I/N`` makes this process do th
 j % N == I, so N machines sharing a folder can prepare one corpus; whichever finishes the last
 shard (or a plain rerun) merges the shard indices into the cache index. Bad inputs never stop
 the run: each is listed in ``report.json`` with its reason.
+
+Stopping: SIGINT or SIGTERM to the whole process group reaches the main process only (workers
+ignore both, see :mod:`myxtts.data.workers`). It ends its workers, keeps every finished shard,
+says how many there are, and exits: SIGINT as KeyboardInterrupt (status 130 from the command
+line), SIGTERM with status 143 (128 + 15, what a shell shows for a process it killed). A rerun
+resumes.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,6 +34,7 @@ from myxtts import audio
 from myxtts.config import Config, from_dict, load
 from myxtts.data.cache import FORMAT_VERSION, settings_diff, settings_of, write_json, write_shard
 from myxtts.data.manifest import FORMATS, Problem, read_corpus
+from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary
 
@@ -55,6 +65,34 @@ def _init_worker() -> None:
     import torch
 
     torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
+    ignore_stop_signals()  # a signal to the process group is the main process's call
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the pool is ended and the bar closed."""
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up():
+    """While preparing, SIGTERM raises _Terminated; once the stack has unwound (pool ended,
+    finished shards kept), the process exits with status 143 = 128 + SIGTERM, as a process
+    killed by it reports, after the usual exit clean-up. Left alone where the process already
+    handles SIGTERM itself, or off the main thread (signals cannot be set there)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum, frame):
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    except _Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _text_pass(utts, tp: TextProcessor):
@@ -90,6 +128,11 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
             workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
             progress: bool = True) -> dict | None:
     """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending."""
+    with _sigterm_cleans_up():
+        return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress)
+
+
+def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress):
     t0 = time.perf_counter()
     root, out = Path(data).resolve(), Path(out)
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
@@ -108,18 +151,31 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
     _remove_stale_temps(out / "shards")
 
     index, n = shard
-    todo = [j for j in range(len(chunks)) if j % n == index
-            and not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+    todo = [j for j in range(len(chunks)) if j % n == index and not _done(out, j)]
     if todo:  # the cache is incomplete until the merge below writes meta.json again
         (out / "meta.json").unlink(missing_ok=True)
-    computed = _compute(out, chunks, todo, cfg, vocab, root, workers, progress)
-    missing = [j for j in range(len(chunks)) if not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+        done = sum(_done(out, j) for j in range(len(chunks)))
+        if done:
+            print(f"resuming: {done} of {len(chunks)} chunks already prepared in {out}",
+                  file=sys.stderr)
+    try:
+        computed = _compute(out, chunks, todo, cfg, vocab, root, workers, progress)
+    except (KeyboardInterrupt, _Terminated):
+        done = sum(_done(out, j) for j in range(len(chunks)))
+        print(f"prepare stopped: {done} of {len(chunks)} chunks are prepared and kept in {out}; "
+              "run the same command again to resume", file=sys.stderr)
+        raise
+    missing = [j for j in range(len(chunks)) if not _done(out, j)]
     if missing:
         print(f"shard {index}/{n} done; {len(missing)} chunk(s) belong to other shards. Run the same "
               "command without --shard once they finish to merge.", file=sys.stderr)
         return None
     elapsed = time.perf_counter() - t0
     return _merge(out, plan, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
+
+
+def _done(out: Path, j: int) -> bool:
+    return (out / "shards" / f"{j:05d}" / "shard.json").is_file()
 
 
 def _check_plan(out: Path, plan: dict) -> None:
@@ -154,7 +210,10 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     if not todo:
         return stats
     t0 = time.perf_counter()
-    pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker) if workers > 1 else None
+    pool = None
+    if workers > 1:
+        with hold_stop_signals(spawn=True):  # so workers ignore the group's signals from the start
+            pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker)
     bar = tqdm(total=total, desc="prepare", unit="utt", disable=not progress, file=sys.stderr)
     try:
         for j in todo:
