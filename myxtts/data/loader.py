@@ -36,10 +36,12 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from myxtts.config import Config
-from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, single_threaded_copy, widen
+from myxtts.data.dataset import (BatchError, CachedBatches, SlotRef, SlotRing, single_threaded_copy,
+                                 widen)
 from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
 from myxtts.data.sampler import BatchPlan, BucketSampler
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
+from myxtts.errors import UserError
 
 
 class _SlotSampler(Sampler):
@@ -165,6 +167,10 @@ class _HostIter:
 
 def _to_host(loader: BatchLoader, item, compact: bool) -> dict:
     """A worker's result → tensors that own their memory (pinned if asked); frees its slot."""
+    if isinstance(item, BatchError):  # the worker's one-line message, without its traceback
+        if item.plan.slot is not None and loader.ring is not None:
+            loader.ring.release(item.plan.slot)
+        raise UserError(item.message)
     in_ring = isinstance(item, SlotRef)
     src = loader.ring.views(item.plan.slot, loader.dataset.layout(item.plan)) if in_ring else item
     out = src if compact else widen(src)  # widen makes new mel tensors, keeps the others

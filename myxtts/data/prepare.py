@@ -5,7 +5,8 @@ Each shard is written atomically, so a run killed at any moment leaves only whol
 and a rerun does only the missing ones. ``--shard I/N`` makes this process do the chunks with
 j % N == I, so N machines sharing a folder can prepare one corpus; whichever finishes the last
 shard (or a plain rerun) merges the shard indices into the cache index. Bad inputs never stop
-the run: each is listed in ``report.json`` with its reason.
+the run: each is listed in ``report.json`` with its reason; a corpus with nothing usable leaves
+no cache (no meta.json) and an error that says why.
 
 Stopping: SIGINT or SIGTERM to the whole process group reaches the main process only (workers
 ignore both, see :mod:`myxtts.data.workers`). It ends its workers, keeps every finished shard,
@@ -20,6 +21,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import re
 import shutil
 import signal
 import sys
@@ -127,7 +129,8 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
             metadata: str | Path | None = None, wav_dir: str | Path | None = None,
             workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
             progress: bool = True) -> dict | None:
-    """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending."""
+    """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending.
+    Raises UserError when no utterance of the corpus is usable."""
     with _sigterm_cleans_up():
         return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress)
 
@@ -272,8 +275,6 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     spk_index = {s: i for i, s in enumerate(speakers)}
     cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
     cols["val"] = _split(cols["id"], root, cfg).tolist()
-    write_json(out / "index.json", cols)
-
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
@@ -285,10 +286,32 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
                             "utterances_computed": computed["utterances"],
                             "audio_seconds_per_second_per_worker": round(per_worker, 2)}
     write_json(out / "report.json", report)
+    if not cols["id"]:  # no meta.json: nothing may take this for a usable cache
+        (out / "meta.json").unlink(missing_ok=True)
+        raise UserError(f"no usable utterances in {root}: {skip_summary(skipped)}; "
+                        f"details in {out / 'report.json'}")
+    write_json(out / "index.json", cols)
     meta = {k: plan[k] for k in ("format_version", "settings", "config", "source", "vocab")}
     meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
     write_json(out / "meta.json", meta)
     return report
+
+
+def skip_summary(skipped: list[dict], top: int = 3) -> str:
+    """'all 5 skipped (3 audio not found, 2 too short)': the commonest reasons first."""
+    if not skipped:
+        return "the corpus lists no utterances"
+    kinds = Counter(_reason_kind(s["reason"]) for s in skipped)
+    common = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(top))
+    rest = len(kinds) - top
+    return f"all {len(skipped)} skipped ({common}{f', and {rest} other reasons' if rest > 0 else ''})"
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason without its place and details: 'metadata.csv:3: audio not found (x.wav)'
+    → 'audio not found'."""
+    reason = re.sub(r"^\S+:\d+: ", "", reason)
+    return re.split(r" \(|: ", reason, maxsplit=1)[0]
 
 
 def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
@@ -356,10 +379,6 @@ def _cmd(args) -> int:
     out = Path(args.out)
     report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
                      workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size)
-    if report is None:
-        return 0
-    print_report(report, out)
-    if report["utterances"] == 0:
-        print(f"no usable utterances found in {args.data}", file=sys.stderr)
-        return 1
+    if report is not None:
+        print_report(report, out)
     return 0

@@ -65,8 +65,12 @@ def test_cli_exit_codes(tmp_path, myxtts_cmd):
     (tmp_path / "nothing" / "metadata.csv").write_text("a|missing audio\n")
     none = subprocess.run(myxtts_cmd + ["prepare", str(tmp_path / "nothing"), "--out",
                                         str(tmp_path / "c2")], capture_output=True, text=True)
-    assert none.returncode == 1 and "no usable utterances" in none.stderr
-    assert "Traceback" not in none.stderr
+    assert none.returncode == 2 and "Traceback" not in none.stderr
+    assert f"no usable utterances in {tmp_path / 'nothing'}: all 1 skipped (1 audio not found)" \
+        in none.stderr and len(none.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c2" / "meta.json").exists()  # nothing takes it for a usable cache
+    with pytest.raises(UserError, match="0 utterances"):
+        Cache(tmp_path / "c2")
 
 
 def _snapshot(cache: Path) -> dict:
