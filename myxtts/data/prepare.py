@@ -260,7 +260,8 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     cols = {k: [] for k in ("id", "text", "audio", "speaker_name", "shard", "mel_offset", "n_frames",
                             "tok_offset", "n_tokens", "wav_offset", "n_samples")}
-    skipped = [{"id": p.id, "reason": p.reason} for p in problems]
+    skipped = [{"id": p.id, "reason": p.reason} for p in problems if not p.kept]
+    notes = [{"id": p.id, "reason": p.reason} for p in problems if p.kept]
     names = [f"{j:05d}" for j in range(n_chunks)]
     for j, name in enumerate(names):
         info = json.loads((out / "shards" / name / "shard.json").read_text())
@@ -278,7 +279,7 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
-              "skipped": skipped, "unknown_characters": dict(sorted(unknown.items())),
+              "skipped": skipped, "notes": notes, "unknown_characters": dict(sorted(unknown.items())),
               "vocabulary_size": len(plan["vocab"]), "shards": n_chunks, "format": plan["source"]["format"]}
     if computed["utterances"]:
         per_worker = computed["audio_seconds"] / max(computed["seconds"], 1e-9) / max(workers, 1)
@@ -349,6 +350,11 @@ def print_report(report: dict, out: Path) -> None:
     if report["unknown_characters"]:
         print("  unknown characters dropped: " + " ".join(
             f"{c!r}x{n}" for c, n in report["unknown_characters"].items()))
+    notes = report.get("notes", [])
+    for note in notes[:20]:
+        print(f"  note: {note['reason']}")
+    if len(notes) > 20:
+        print(f"  ... and {len(notes) - 20} more notes in {out / 'report.json'}")
     if report["skipped"]:
         print(f"  skipped {len(report['skipped'])}:")
         for s in report["skipped"][:20]:

@@ -5,6 +5,7 @@ Rows: corpus lines and clips (tests/data/messy.py), text encodings of the metada
 damage to a prepared cache, a corpus with nothing usable, non-finite features, and the
 permissions of what MyXTTS writes. Stop signals are tested in test_workers.py.
 """
+import codecs
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from myxtts.config import load
 from myxtts.data.cache import Cache, check_structure, verify
 from myxtts.data.loader import BatchStream, make_loader
+from myxtts.data.manifest import read_corpus
 from myxtts.data.prepare import prepare, repair
 from myxtts.errors import UserError
 
@@ -25,6 +27,61 @@ def one_line(e) -> str:
     text = str(e.value if hasattr(e, "value") else e)
     assert "\n" not in text and "Traceback" not in text, text
     return text
+
+
+# ------------------------------------------------------------------------- text encodings
+
+CAFE = "Café au lait, déjà vu."
+
+
+def _encoded(kind: str) -> tuple[bytes, dict[int, str]]:
+    """Metadata bytes for the 8 fixture clips, and {line: text that must be read}."""
+    rows = [line.split("|")[:2] for line in (LJ / "metadata.csv").read_text().splitlines()]
+    rows[1][1], rows[4][1] = CAFE, "Naïve résumé."
+    text = "\n".join(f"{uid}|{t}" for uid, t in rows) + "\n"
+    want = {n: t for n, (_, t) in enumerate(rows, 1)}
+    if kind == "utf8-with-one-cp1252-line":  # one line pasted from a Windows editor
+        lines = [line.encode("utf-8") for line in text.splitlines()]
+        lines[4] = text.splitlines()[4].encode("cp1252")
+        return b"\n".join(lines) + b"\n", want
+    if kind == "utf8-bom-crlf":
+        return codecs.BOM_UTF8 + text.replace("\n", "\r\n").encode("utf-8"), want
+    if kind == "utf16-bom":
+        return text.encode("utf-16"), want
+    if kind == "cp1252-file":  # an old corpus: every accented line is read as cp1252
+        return text.encode("cp1252"), want
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["utf8-with-one-cp1252-line", "utf8-bom-crlf", "utf16-bom",
+                                  "cp1252-file"])
+def test_each_metadata_line_is_decoded_on_its_own(tmp_path, kind):
+    root = tmp_path / "corpus"
+    shutil.copytree(LJ, root)
+    data, want = _encoded(kind)
+    (root / "metadata.csv").write_bytes(data)
+    utts, problems, _ = read_corpus(root)
+    assert [u.text for u in utts] == list(want.values())  # no "CafÃ©", no lost line, no BOM
+    notes = [p for p in problems if p.kept]
+    assert len(notes) == len(problems)  # nothing skipped
+    if kind == "utf8-with-one-cp1252-line":
+        assert [p.id for p in notes] == ["metadata.csv:5"]
+        assert "not valid UTF-8; read as cp1252" in notes[0].reason and "Naïve" in notes[0].reason
+    elif kind == "cp1252-file":
+        assert [p.id for p in notes] == ["metadata.csv:2", "metadata.csv:5"]
+    else:
+        assert notes == []
+
+
+def test_a_non_utf8_line_is_kept_and_noted_in_the_prepare_report(tmp_path):
+    root = tmp_path / "corpus"
+    shutil.copytree(LJ, root)
+    (root / "metadata.csv").write_bytes(_encoded("utf8-with-one-cp1252-line")[0])
+    report = prepare(root, tmp_path / "c", load(), progress=False)
+    cache = Cache(tmp_path / "c")
+    assert report["utterances"] == 8 and report["skipped"] == []
+    assert [n["id"] for n in report["notes"]] == ["metadata.csv:5"]
+    assert CAFE in cache.texts and "Naïve résumé." in cache.texts
 
 
 # -------------------------------------------------------------------------- damaged cache
