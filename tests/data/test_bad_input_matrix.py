@@ -7,11 +7,14 @@ permissions of what MyXTTS writes. Stop signals are tested in test_workers.py.
 """
 import codecs
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from myxtts.config import load
 from myxtts.data.cache import Cache, check_structure, verify
@@ -19,6 +22,8 @@ from myxtts.data.loader import BatchStream, make_loader
 from myxtts.data.manifest import read_corpus
 from myxtts.data.prepare import prepare, repair
 from myxtts.errors import UserError
+from myxtts.models.checkpoint import save_model
+from myxtts.train import checkpoint as train_checkpoint
 
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
 
@@ -197,6 +202,30 @@ def test_non_finite_mel_stops_the_loader_naming_the_shard(pristine, tmp_path, wo
     assert one_line(e) == (f"{cache / 'shards/00001/mel.npy'}: utterance {c.ids[bad]} has "
                            "non-finite mel values (the shard is corrupted); "
                            f"run `myxtts cache verify {cache} --fix`")
+
+
+# ------------------------------------------------------------------------- file permissions
+
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)],
+                         ids=["umask-022", "umask-027"])
+def test_written_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
+    old = os.umask(umask)
+    try:
+        prepare(LJ, tmp_path / "cache", load(), chunk_size=4, progress=False)
+        cfg = load("tiny")
+        model = torch.nn.Linear(2, 2)
+        save_model(tmp_path / "export" / "model.safetensors", model, cfg, ["a", "b"])
+        ckpt = train_checkpoint.save(tmp_path / "run", 10, model, cfg, ["a", "b"], {"step": 10},
+                                     keep_last=2)
+        train_checkpoint.save_best(tmp_path / "run", ckpt)
+    finally:
+        os.umask(old)
+    written = sorted(tmp_path.rglob("*"))
+    assert {p.name for p in written} >= {"model.safetensors", "state.pt", "meta.json", "index.json",
+                                         "report.json", "plan.json", "mel.npy", "shard.json"}
+    for p in written:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        assert mode == (dir_mode if p.is_dir() else file_mode), f"{p}: {oct(mode)}"
 
 
 def test_on_the_fly_source_audio_gone_since_prepare_names_the_file(tmp_path):
