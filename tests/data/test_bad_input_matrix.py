@@ -25,6 +25,8 @@ from myxtts.errors import UserError
 from myxtts.models.checkpoint import save_model
 from myxtts.train import checkpoint as train_checkpoint
 
+from .messy import KEPT, SKIPPED, make_messy_corpus
+
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
 
 
@@ -32,6 +34,37 @@ def one_line(e) -> str:
     text = str(e.value if hasattr(e, "value") else e)
     assert "\n" not in text and "Traceback" not in text, text
     return text
+
+
+# ------------------------------------------------------------------------ corpus lines, clips
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("messy")
+    make_messy_corpus(root)
+    report = prepare(root, root.parent / "messy-cache", load(), progress=False)
+    reasons = {}
+    for s in report["skipped"]:
+        reasons.setdefault(s["id"], []).append(s["reason"])
+    return Cache(root.parent / "messy-cache"), reasons
+
+
+@pytest.mark.parametrize("uid", KEPT)
+def test_usable_clip_in_an_awkward_format_is_kept(messy, uid):
+    cache, reasons = messy
+    assert uid in cache.ids
+    assert uid not in reasons or uid == "plain"  # a second "plain" line is the duplicate skipped
+    assert cache.n_frames[cache.ids.index(uid)] > 0
+
+
+@pytest.mark.parametrize("uid", SKIPPED)
+def test_unusable_line_is_skipped_with_its_reason(messy, uid):
+    cache, reasons = messy
+    assert uid in reasons, f"{uid} not reported"
+    assert any(SKIPPED[uid] in r for r in reasons[uid]), reasons[uid]
+    assert all("\n" not in r for r in reasons[uid])
+    if uid not in KEPT:
+        assert uid not in cache.ids
 
 
 # ------------------------------------------------------------------------- text encodings
