@@ -67,7 +67,7 @@ def _init_worker() -> None:
     import torch
 
     torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
-    ignore_stop_signals()  # a signal to the process group is the main process's call
+    ignore_stop_signals(starting_slowly=True)  # the group's signals: the main process's call
 
 
 class _Terminated(BaseException):

@@ -51,12 +51,15 @@ def hold_stop_signals(spawn: bool = False):
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-def ignore_stop_signals(poll_s: float = PARENT_POLL_S) -> None:
+def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_POLL_S) -> None:
     """In a worker process, from its initializer: ignore SIGINT; exit on a SIGTERM from the
     parent only, or when the parent is gone.
 
     The exit status is 0, as with torch's own handler, so the main process does not take the
-    worker's end for a crash."""
+    worker's end for a crash. ``starting_slowly`` (a spawned worker that spent seconds importing
+    torch): exit at once if any SIGTERM arrived meanwhile. Two pending SIGTERMs merge into one,
+    so the group's may have hidden the parent's (Pool.terminate() then waits for this worker
+    forever); the worker holds no lock and has done no work yet, so leaving is safe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not _CAN_WAIT:
         return
@@ -65,6 +68,8 @@ def ignore_stop_signals(poll_s: float = PARENT_POLL_S) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # should a thread not block it: end, not hang
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since start; now dropped
+    if starting_slowly and signal.SIGTERM in signal.sigpending():
+        os._exit(0)
     parent = os.getppid()
 
     def watch():

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.loader import make_loader
 from myxtts.data.prepare import prepare
-from myxtts.data.workers import hold_stop_signals
+from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 
 from .test_dataset import multi_speaker_cache
 
@@ -160,6 +161,29 @@ def test_workers_start_holding_stop_signals_and_the_main_process_loses_none():
     child.join(60)
     for sig in (signal.SIGINT, signal.SIGTERM):  # held from the child's first instruction
         assert mask & (1 << (sig - 1))
+
+
+def _slow_start() -> None:
+    time.sleep(3)  # a spawned worker importing torch on a busy machine
+    ignore_stop_signals(starting_slowly=True)
+
+
+def test_a_pool_worker_signalled_while_starting_still_ends_with_the_pool():
+    ctx = mp.get_context("spawn")
+    before = {p.pid for p in mp.active_children()}
+    with hold_stop_signals(spawn=True):
+        pool = ctx.Pool(1, initializer=_slow_start)
+    (worker,) = [p.pid for p in mp.active_children() if p.pid not in before]
+    try:
+        time.sleep(0.5)
+        subprocess.run(["kill", "-TERM", str(worker)], check=True)  # the group's, held
+        ender = threading.Thread(target=pool.terminate)  # the parent's, merged into it
+        ender.start()
+        ender.join(60)
+        assert not ender.is_alive(), "Pool.terminate() waits for the worker forever"
+    finally:
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 @pytest.fixture
