@@ -26,7 +26,7 @@ def _verify_cmd(args) -> int:
         print(f"{args.cache}: OK")
         return EXIT_OK
     for shard, reason in problems:
-        print(f"{args.cache}: shard {shard}: {reason}")
+        print(f"{args.cache}: {'shard ' * shard.isdigit()}{shard}: {reason}")
     if not args.fix:
         print(f"{len(problems)} problem(s); `myxtts cache verify {args.cache} --fix` re-prepares them")
         return EXIT_FAILED

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_FAILED, EXIT_OK, add_command, add_config, add_overrides, err, load_config
+from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, load_config
 from myxtts.data.manifest import FORMATS
 from myxtts.data.prepare import DEFAULT_CHUNK, parse_shard, prepare
 from myxtts.errors import UserError
@@ -32,12 +32,8 @@ def _cmd(args) -> int:
     out = Path(args.out)
     report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
                      workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size)
-    if report is None:
-        return EXIT_OK
-    print_report(report, out)
-    if report["utterances"] == 0:
-        err(f"no usable utterances found in {args.data}")
-        return EXIT_FAILED
+    if report is not None:
+        print_report(report, out)
     return EXIT_OK
 
 
@@ -51,6 +47,11 @@ def print_report(report: dict, out: Path) -> None:
     if report["unknown_characters"]:
         print("  unknown characters dropped: " + " ".join(
             f"{c!r}x{n}" for c, n in report["unknown_characters"].items()))
+    notes = report.get("notes", [])
+    for note in notes[:20]:
+        print(f"  note: {note['reason']}")
+    if len(notes) > 20:
+        print(f"  ... and {len(notes) - 20} more notes in {out / 'report.json'}")
     if report["skipped"]:
         print(f"  skipped {len(report['skipped'])}:")
         for s in report["skipped"][:20]:

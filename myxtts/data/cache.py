@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -100,35 +101,34 @@ def settings_diff(have: dict, want: dict) -> list[str]:
 
 
 class Cache:
-    """Read side of a prepared cache. Memory maps open lazily, per process (fork-safe)."""
+    """Read side of a prepared cache. Memory maps open lazily, per process (fork-safe).
+
+    Opening checks the cache's structure (see :func:`check_structure`), so a deleted,
+    truncated or unreadable file is one clear error here rather than a traceback mid-run."""
 
     def __init__(self, path: str | Path, expect: Config | None = None):
         self.path = Path(path)
-        meta_path = self.path / "meta.json"
-        if not meta_path.is_file():
-            raise UserError(f"{self.path}: not a prepared cache (no meta.json); run `myxtts prepare`")
-        self.meta = json.loads(meta_path.read_text())
-        if self.meta.get("format_version") != FORMAT_VERSION:
-            raise UserError(f"{self.path}: cache format {self.meta.get('format_version')} is not "
-                            f"{FORMAT_VERSION}; prepare it again")
+        meta, index, problems = _open(self.path)
+        if problems:
+            raise UserError(_one_line(self.path, problems))
         if expect is not None:
-            diff = settings_diff(self.meta["settings"], settings_of(expect))
+            diff = settings_diff(meta["settings"], settings_of(expect))
             if diff:
                 raise UserError(f"{self.path} was prepared with other settings:\n  "
                                 + "\n  ".join(diff)
                                 + "\nprepare a new cache, or use the cache's settings")
-        index = json.loads((self.path / "index.json").read_text())
+        self.meta = meta
         self.ids: list[str] = index["id"]
         self.texts: list[str] = index["text"]
         self.audio_paths: list[str] = index["audio"]
         for name in INDEX_FIELDS:
             setattr(self, name, np.asarray(index[name], dtype=np.int64))
-        self.vocab = Vocabulary(self.meta["vocab"])
-        self.speakers: list[str] = self.meta["speakers"]
-        self.audio_cfg = AudioConfig(**self.meta["settings"]["audio"])
-        self.text_cfg = TextConfig(**self.meta["settings"]["text"])
-        self.has_wav = bool(self.meta["settings"]["data"]["store_wav"])
-        self.shard_names: list[str] = self.meta["shards"]
+        self.vocab = Vocabulary(meta["vocab"])
+        self.speakers: list[str] = meta["speakers"]
+        self.audio_cfg = AudioConfig(**meta["settings"]["audio"])
+        self.text_cfg = TextConfig(**meta["settings"]["text"])
+        self.has_wav = bool(meta["settings"]["data"]["store_wav"])
+        self.shard_names: list[str] = meta["shards"]
         self._maps: dict | None = None
 
     def __len__(self) -> int:
@@ -143,6 +143,10 @@ class Cache:
     def source_root(self) -> Path:
         return Path(self.meta["source"]["root"])
 
+    def shard_file(self, i: int, name: str) -> Path:
+        """The ``name``.npy file holding utterance ``i``'s feature."""
+        return self.path / "shards" / self.shard_names[self.shard[i]] / f"{name}.npy"
+
     def _arrays(self, name: str) -> list[np.ndarray]:
         if self._maps is None:
             self._maps = {}
@@ -150,8 +154,14 @@ class Cache:
             if name == "wav" and not self.has_wav:
                 raise UserError(f"{self.path}: waveforms were not stored; prepare with "
                                 "data.store_wav=true for vocoder training")
-            self._maps[name] = [np.load(self.path / "shards" / s / f"{name}.npy", mmap_mode="r")
-                                for s in self.shard_names]
+            maps = []
+            for s in self.shard_names:
+                f = self.path / "shards" / s / f"{name}.npy"
+                try:
+                    maps.append(np.load(f, mmap_mode="r"))
+                except (OSError, ValueError) as e:  # changed since the cache was opened
+                    raise UserError(f"{f}: unreadable ({e}); {_fix(self.path)}") from None
+            self._maps[name] = maps
         return self._maps[name]
 
     def mel(self, i: int) -> np.ndarray:
@@ -175,21 +185,175 @@ class Cache:
         return float(self.n_frames.sum()) * self.audio_cfg.hop_length / self.audio_cfg.sample_rate
 
 
+# -------------------------------------------------------------------------------- structure
+
+META_KEYS = ("format_version", "settings", "source", "vocab", "speakers", "shards")
+# feature → (dtype, dimensions, index columns giving each utterance's offset and length)
+ARRAYS = {"mel": (np.float16, 2, "mel_offset", "n_frames"),
+          "tokens": (np.int16, 1, "tok_offset", "n_tokens"),
+          "wav": (np.int16, 1, "wav_offset", "n_samples")}
+
+
+def _fix(path: Path) -> str:
+    return f"run `myxtts cache verify {path} --fix`"
+
+
+def _one_line(path: Path, problems: list[tuple[str, str]]) -> str:
+    where, what = problems[0]
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    where = f"shard {where}" if where.isdigit() else where
+    return f"{path}: {where}: {what}{more}; {_fix(path)}"
+
+
+def _no_meta(path: Path) -> str:
+    """Why a folder has no meta.json, and what to do about it."""
+    if not path.exists():
+        return f"{path}: no such folder"
+    if not path.is_dir():
+        return f"{path}: not a folder"
+    if _found_nothing(path):
+        return _nothing_usable(path)
+    if (path / "plan.json").is_file():
+        return (f"{path}: prepare did not finish (no meta.json); run the same `myxtts prepare` "
+                "command again to resume")
+    return f"{path}: not a prepared cache (no meta.json); run `myxtts prepare`"
+
+
+def _found_nothing(path: Path) -> bool:
+    """prepare finished and kept no utterance (it then writes report.json but no meta.json)."""
+    try:
+        return json.loads((path / "report.json").read_text()).get("utterances") == 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _nothing_usable(path: Path) -> str:
+    return (f"{path}: the cache holds 0 utterances: prepare found nothing usable in the corpus "
+            f"(reasons in {path / 'report.json'}); fix the corpus and run `myxtts prepare` again")
+
+
+def _read_json(path: Path, name: str):
+    try:
+        return json.loads((path / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _Broken(name, "missing") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise _Broken(name, f"unreadable ({e})") from None
+    except json.JSONDecodeError as e:
+        raise _Broken(name, f"unreadable (not JSON: {e.msg} at line {e.lineno})") from None
+
+
+class _Broken(Exception):
+    def __init__(self, where: str, what: str):
+        super().__init__(where, what)
+        self.where, self.what = where, what
+
+
+def _open(path: Path) -> tuple[dict | None, dict | None, list[tuple[str, str]]]:
+    """(meta, index, structural problems). Raises UserError for what --fix cannot repair: no
+    cache at all, another format version, a cache with nothing in it."""
+    if not (path / "meta.json").is_file():
+        raise UserError(_no_meta(path))
+    try:
+        meta = _read_json(path, "meta.json")
+        if not isinstance(meta, dict) or any(k not in meta for k in META_KEYS):
+            raise _Broken("meta.json", "incomplete (a field is missing)")
+        if meta["format_version"] != FORMAT_VERSION:
+            raise UserError(f"{path}: cache format {meta['format_version']} is not "
+                            f"{FORMAT_VERSION}; prepare it again")
+        if meta.get("utterances") == 0:
+            raise UserError(_nothing_usable(path))
+        index = _read_json(path, "index.json")
+        columns = ("id", "text", "audio") + INDEX_FIELDS
+        if not isinstance(index, dict) or any(k not in index for k in columns):
+            raise _Broken("index.json", "incomplete (a column is missing)")
+        if len({len(index[k]) for k in columns}) != 1:
+            raise _Broken("index.json", "columns of different lengths")
+        if not index["id"]:
+            raise UserError(_nothing_usable(path))
+        return meta, index, _check_shards(path, meta, index)
+    except _Broken as e:
+        return None, None, [(e.where, e.what)]
+
+
+def _npy_header(f: Path) -> tuple[tuple, np.dtype, int, int]:
+    """(shape, dtype, bytes the header implies, bytes on disk) from a .npy header alone."""
+    with open(f, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(fh)
+        return shape, dtype, fh.tell() + math.prod(shape) * dtype.itemsize, os.fstat(fh.fileno()).st_size
+
+
+def _check_shards(path: Path, meta: dict, index: dict) -> list[tuple[str, str]]:
+    """Every array file present, whole, and as long as the index says: header reads and file
+    sizes, no checksums (that is :func:`verify`), so opening a cache stays cheap."""
+    names = meta["shards"]
+    shard = np.asarray(index["shard"], dtype=np.int64)
+    if shard.size and (shard.min() < 0 or shard.max() >= len(names)):
+        return [("index.json", f"refers to a shard that meta.json does not list ({len(names)} shards)")]
+    feats = ["mel", "tokens"] + (["wav"] if meta["settings"].get("data", {}).get("store_wav") else [])
+    n_mels = meta["settings"].get("audio", {}).get("n_mels")
+    problems = []
+    need = {}
+    for feat in feats:  # rows each shard must hold: the end of its last utterance
+        _, _, off, n = ARRAYS[feat]
+        need[feat] = np.zeros(len(names), dtype=np.int64)
+        np.maximum.at(need[feat], shard, np.asarray(index[off], np.int64) + np.asarray(index[n], np.int64))
+    for si, name in enumerate(names):
+        d = path / "shards" / name
+        if not d.is_dir():
+            problems.append((name, "shard folder missing"))
+            continue
+        for feat in feats:
+            dtype, ndim, _, _ = ARRAYS[feat]
+            f = d / f"{feat}.npy"
+            if not f.is_file():
+                problems.append((name, f"{feat}.npy missing"))
+                continue
+            try:
+                shape, dt, want, have = _npy_header(f)
+            except (OSError, ValueError) as e:
+                problems.append((name, f"{feat}.npy unreadable ({e})"))
+                continue
+            if have < want:
+                problems.append((name, f"{feat}.npy truncated ({have} of {want} bytes)"))
+            elif dt != dtype or len(shape) != ndim or (feat == "mel" and shape[1] != n_mels):
+                problems.append((name, f"{feat}.npy holds {dt}{list(shape)}, not the cache's layout"))
+            elif shape[0] < need[feat][si]:
+                problems.append((name, f"{feat}.npy has {shape[0]} rows, index.json needs "
+                                       f"{need[feat][si]}"))
+    return problems
+
+
+def check_structure(path: str | Path) -> list[tuple[str, str]]:
+    """Cheap checks of a cache: meta.json and index.json readable, every shard's array files
+    present, whole, and as long as the index implies. Returns (shard or file, problem).
+    Raises UserError where there is no cache to repair (see :func:`verify`)."""
+    return _open(Path(path))[2]
+
+
 # ----------------------------------------------------------------------------------- verify
 
 def verify(path: str | Path) -> list[tuple[str, str]]:
-    """Check every shard's checksums and index/array consistency. Returns (shard, problem)."""
+    """Check structure, every shard's checksums and index/array consistency. Returns (shard or
+    file, problem) for what ``cache verify --fix`` repairs by preparing those parts again.
+
+    Raises UserError for what it cannot repair: a folder that does not exist or holds no
+    cache, and a cache of 0 utterances (the corpus had nothing usable)."""
     path = Path(path)
     if not (path / "meta.json").is_file():
-        return [("meta.json", "missing: the cache is incomplete (prepare did not finish)")]
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-        index = json.loads((path / "index.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        return [("index", f"unreadable: {e}")]
-    problems = []
+        if path.is_dir() and (path / "plan.json").is_file() and not _found_nothing(path):
+            return [("meta.json", "missing: the cache is incomplete (prepare did not finish)")]
+        raise UserError(_no_meta(path))
+    meta, index, problems = _open(path)
+    if meta is None:
+        return problems
     n_mels = meta["settings"]["audio"]["n_mels"]
     for si, name in enumerate(meta["shards"]):
+        if any(p[0] == name for p in problems):
+            continue
         d = path / "shards" / name
         try:
             info = json.loads((d / "shard.json").read_text())

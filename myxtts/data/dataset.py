@@ -40,6 +40,7 @@ from torch.utils.data import Dataset, get_worker_info
 
 from myxtts.audio import LOG_FLOOR
 from myxtts.data.sampler import BatchPlan, round_up
+from myxtts.errors import UserError
 
 MEL_PAD = math.log(LOG_FLOOR)  # the mel value of digital silence; padding must look like it
 
@@ -155,6 +156,14 @@ class SlotRef(NamedTuple):
     plan: BatchPlan
 
 
+class BatchError(NamedTuple):
+    """A worker's answer when the batch cannot be built for a reason the user can fix. The
+    loader raises it as a UserError in the main process: a DataLoader would re-raise the
+    worker's exception with the worker's traceback pasted into its message."""
+    message: str
+    plan: BatchPlan
+
+
 def widen(batch: dict) -> dict:
     """Compact batch (as workers write it) → batch contract. Works on CPU or device tensors.
 
@@ -211,6 +220,9 @@ class CachedBatches(Dataset):
         self.refs = ReferencePicker(cache.speaker, cache.n_frames, pool, self.ref_frames, seed)
         self.ring = None
         self._stage: np.ndarray | None = None  # float16 staging rows for wide batches
+        # Utterances whose mel this process has seen to be finite: each is checked the first
+        # time it is read (the shards do not change under a run), so later epochs pay nothing.
+        self._finite = np.zeros(len(cache), dtype=bool)
         if with_wav and not cache.has_wav:
             cache.wav(0)  # raises the cache's clear "prepare with data.store_wav=true" error
 
@@ -245,8 +257,11 @@ class CachedBatches(Dataset):
         else:
             rows = dst.numpy()
         for b in range(rows.shape[0]):
-            o, n = start[b], length[b]
-            rows[b, :n] = self.cache.mel(idx[b])[o:o + n]  # float16 → float16: a memcpy
+            o, n, i = start[b], length[b], idx[b]
+            mel = self.cache.mel(i)  # (n_frames, n_mels) float16 memory map
+            if not self._finite[i]:
+                self._check_finite(i, mel)
+            rows[b, :n] = mel[o:o + n]  # float16 → float16: a memcpy
             rows[b, n:] = MEL_PAD
         if wide:
             if get_worker_info() is not None:  # torch: SIMD, and one thread in a worker
@@ -256,6 +271,16 @@ class CachedBatches(Dataset):
             out = dst.numpy()
             for b in range(out.shape[0]):
                 out[b, length[b]:] = MEL_PAD  # exact in float32
+
+    def _check_finite(self, i: int, mel: np.ndarray) -> None:
+        """A corrupted shard byte can make a float16 inf or NaN, which would train on
+        silently to a NaN loss: stop with the shard's name instead."""
+        if not np.isfinite(mel).all():
+            c = self.cache
+            raise UserError(f"{c.shard_file(i, 'mel')}: utterance {c.ids[i]} has non-finite mel "
+                            f"values (the shard is corrupted); run `myxtts cache verify {c.path} "
+                            "--fix`")
+        self._finite[i] = True
 
     def _finish(self, out: dict, plan: BatchPlan, idx, n_tokens, ref_lens):
         c = self.cache
@@ -269,6 +294,14 @@ class CachedBatches(Dataset):
         return SlotRef(plan) if plan.slot is not None and self.ring is not None else out
 
     def __getitem__(self, plan: BatchPlan):
+        try:
+            return self._build(plan)
+        except UserError as e:
+            if get_worker_info() is None:
+                raise
+            return BatchError(str(e), plan)
+
+    def _build(self, plan: BatchPlan):
         c, idx = self.cache, np.asarray(plan.indices, dtype=np.int64)
         n_frames, n_tokens = c.n_frames[idx], c.n_tokens[idx]
         if n_frames.max() > plan.mel_len or n_tokens.max() > plan.text_len:

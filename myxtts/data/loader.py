@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import atexit
 import collections
-import threading
 import sys
+import threading
 import time
 import weakref
 
@@ -36,9 +36,11 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from myxtts.config import Config
-from myxtts.data.dataset import CachedBatches, SlotRef, SlotRing, single_threaded_copy, widen
+from myxtts.data.dataset import BatchError, CachedBatches, SlotRef, SlotRing, single_threaded_copy, widen
 from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
 from myxtts.data.sampler import BatchPlan, BucketSampler
+from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
+from myxtts.errors import UserError
 
 
 class _SlotSampler(Sampler):
@@ -119,7 +121,9 @@ class _HostIter:
         if loader.ring is not None:
             loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
         loader.dataloader.sampler.wide = not compact  # the workers widen, in parallel
-        it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
+        # Workers it starts ignore SIGINT/SIGTERM from the outset (spawned off Linux).
+        with hold_stop_signals(spawn=not sys.platform.startswith("linux")):
+            it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
         self._ready: collections.deque = collections.deque()
         self._filled, self._stop = threading.Event(), threading.Event()
         # The thread holds no reference to self, so an abandoned iterator is collected, which
@@ -162,6 +166,10 @@ class _HostIter:
 
 def _to_host(loader: BatchLoader, item, compact: bool) -> dict:
     """A worker's result → tensors that own their memory (pinned if asked); frees its slot."""
+    if isinstance(item, BatchError):  # the worker's one-line message, without its traceback
+        if item.plan.slot is not None and loader.ring is not None:
+            loader.ring.release(item.plan.slot)
+        raise UserError(item.message)
     in_ring = isinstance(item, SlotRef)
     src = loader.ring.views(item.plan.slot, loader.dataset.layout(item.plan)) if in_ring else item
     out = src if compact else widen(src)  # widen makes new mel tensors, keeps the others
@@ -247,6 +255,7 @@ def _plan_of(bucket) -> BatchPlan:
 
 def _worker_init(_: int) -> None:
     torch.set_num_threads(1)  # workers copy arrays; threads would only fight the trainer
+    ignore_stop_signals()  # SIGINT/SIGTERM to the process group: the trainer decides
 
 
 def otf_mel(cache, cfg: Config, with_wav: bool = False) -> OnTheFlyMel | None:

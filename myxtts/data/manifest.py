@@ -4,6 +4,12 @@ Readers never open audio: they only parse metadata and locate files, so a corpus
 listed in seconds. Every line that cannot become an utterance is returned as a ``Problem`` with
 the reason, so `prepare` can report it instead of crashing or silently dropping it.
 
+Text files are decoded line by line: UTF-8 (a byte-order mark is dropped; a UTF-16 mark makes
+the file UTF-16), and a line that is not valid UTF-8 is read as cp1252 (Windows' Western
+encoding, Latin-1's printable characters and more) and kept, with a ``Problem`` marked ``kept``
+naming the file and line so the user can check its accents. One such line never changes how
+the other lines read.
+
 Formats:
   ljspeech  ``metadata.csv``: ``id|text[|normalized text[|speaker]]``, audio in ``wavs/ID.<ext>``
   csv       a headed file with columns ``audio_file|text|speaker_name`` (``|`` or ``,`` separated)
@@ -12,6 +18,7 @@ Formats:
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import os
@@ -23,6 +30,7 @@ from myxtts.errors import UserError
 AUDIO_EXTS = (".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG")
 FORMATS = ("auto", "ljspeech", "csv", "vctk")
 DEFAULT_SPEAKER = "speaker"
+FALLBACK_ENCODING = "cp1252"
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class Utterance:
 class Problem:
     id: str
     reason: str
+    kept: bool = False  # a note on an utterance that was kept, not a reason it was skipped
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -63,13 +72,44 @@ def _safe_id(uid: str) -> str | None:
     return None
 
 
-def _read_lines(path: Path) -> list[str]:
-    raw = path.read_bytes()
+def _decode(raw: bytes) -> tuple[str, bool]:
+    """(text, was UTF-8)."""
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8"), True
     except UnicodeDecodeError:
-        text = raw.decode("latin-1")  # old corpora; better a wrong accent than a lost line
-    return text.splitlines()
+        pass
+    try:
+        return raw.decode(FALLBACK_ENCODING), False
+    except UnicodeDecodeError:  # one of the five bytes cp1252 leaves undefined
+        return raw.decode("latin-1"), False
+
+
+def _fallback_note(where: str, text: str) -> Problem:
+    return Problem(where, f"{where}: not valid UTF-8; read as {FALLBACK_ENCODING} "
+                          f"({text.strip()[:60]!r}): check its accents, or save the file as UTF-8",
+                   kept=True)
+
+
+def _read_lines(path: Path, notes: list[Problem] | None = None) -> list[str]:
+    """The file's lines (split at \\n, \\r\\n or \\r), each decoded on its own (see the module
+    docstring); a line read as cp1252 is added to ``notes``."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return raw.decode("utf-16").splitlines()
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: starts with a UTF-16 byte-order mark but is not UTF-16 "
+                            f"({e.reason} at byte {e.start})") from None
+    lines = []
+    for n, line in enumerate(raw.removeprefix(codecs.BOM_UTF8).splitlines(), 1):
+        text, utf8 = _decode(line)
+        if not utf8 and notes is not None:
+            notes.append(_fallback_note(f"{path.name}:{n}", text))
+        lines.append(text)
+    return lines
 
 
 def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
@@ -78,7 +118,7 @@ def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None
     if not metadata.is_file():
         raise UserError(f"{metadata}: metadata file not found")
     utts, problems, seen = [], [], {}
-    for n, line in enumerate(_read_lines(metadata), 1):
+    for n, line in enumerate(_read_lines(metadata, problems), 1):
         if not line.strip():
             continue
         where = f"{metadata.name}:{n}"
@@ -118,7 +158,8 @@ def _rel(root: Path, path: Path) -> str:
 
 def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
     metadata = metadata or _single_csv(root)
-    lines = _read_lines(metadata)
+    notes: list[Problem] = []
+    lines = _read_lines(metadata, notes)
     if not lines:
         raise UserError(f"{metadata}: empty file")
     delim = "|" if "|" in lines[0] else ","
@@ -130,7 +171,7 @@ def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = No
     ia, it = header.index("audio_file"), header.index("text")
     isp = header.index("speaker_name") if "speaker_name" in header else None
     base = wav_dir or root
-    utts, problems, seen = [], [], {}
+    utts, problems, seen = [], notes, {}
     for n, cols in enumerate(reader, 2):
         if not any(c.strip() for c in cols):
             continue
@@ -178,8 +219,10 @@ def read_vctk(root: Path, metadata: Path | None = None, wav_dir: Path | None = N
             if txt is None:
                 problems.append(Problem(uid, f"{_rel(root, audio)}: no transcript found"))
                 continue
-            utts.append(Utterance(uid, _rel(root, audio), txt.read_text(errors="replace").strip(),
-                                  spk_dir.name))
+            text, utf8 = _decode(txt.read_bytes().removeprefix(codecs.BOM_UTF8))
+            if not utf8:
+                problems.append(_fallback_note(_rel(root, txt), text))
+            utts.append(Utterance(uid, _rel(root, audio), text.strip(), spk_dir.name))
     seen, unique = set(), []
     for u in utts:  # mic1/mic2 pairs share a transcript: keep the first
         if u.id in seen:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from myxtts.audio import MelSpectrogram, load_audio, preprocess
+from myxtts.audio import AudioError, MelSpectrogram, load_audio, preprocess
 from myxtts.data.dataset import MEL_PAD, CachedBatches
 from myxtts.data.sampler import BatchPlan
+from myxtts.errors import UserError
 
 
 def _pcm(wav: np.ndarray) -> np.ndarray:
@@ -39,11 +40,15 @@ class OnTheFlyBatches(CachedBatches):
 
     def _decode(self, i: int) -> np.ndarray:
         c = self.cache
-        wav = preprocess(load_audio(c.source_root / c.audio_paths[i], c.audio_cfg.sample_rate),
-                         c.audio_cfg)
+        path = c.source_root / c.audio_paths[i]
+        try:
+            wav = preprocess(load_audio(path, c.audio_cfg.sample_rate), c.audio_cfg)
+        except AudioError as e:  # changed since prepare; this mode reads the source every epoch
+            raise UserError(f"{path}: {e} (on-the-fly mode decodes the source audio of "
+                            f"{c.path} every epoch)") from None
         return _pcm(wav)  # (S,) with S == n_frames * hop when the source is unchanged
 
-    def __getitem__(self, plan: BatchPlan):
+    def _build(self, plan: BatchPlan):
         c, idx = self.cache, np.asarray(plan.indices, dtype=np.int64)
         hop = self.hop
         n_tokens = c.n_tokens[idx]

@@ -5,16 +5,26 @@ Each shard is written atomically, so a run killed at any moment leaves only whol
 and a rerun does only the missing ones. ``--shard I/N`` makes this process do the chunks with
 j % N == I, so N machines sharing a folder can prepare one corpus; whichever finishes the last
 shard (or a plain rerun) merges the shard indices into the cache index. Bad inputs never stop
-the run: each is listed in ``report.json`` with its reason.
+the run: each is listed in ``report.json`` with its reason; a corpus with nothing usable leaves
+no cache (no meta.json) and an error that says why.
+
+Stopping: SIGINT or SIGTERM to the whole process group reaches the main process only (workers
+ignore both, see :mod:`myxtts.data.workers`). It ends its workers, keeps every finished shard,
+says how many there are, and exits: SIGINT as KeyboardInterrupt (status 130 from the command
+line), SIGTERM with status 143 (128 + 15, what a shell shows for a process it killed). A rerun
+resumes.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
-import os
+import re
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,9 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from myxtts import audio
-from myxtts.config import Config, from_dict, load
+from myxtts.config import Config, from_dict
 from myxtts.data.cache import FORMAT_VERSION, settings_diff, settings_of, write_json, write_shard
-from myxtts.data.manifest import FORMATS, Problem, read_corpus
+from myxtts.data.manifest import Problem, read_corpus
+from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary
 
@@ -55,6 +66,34 @@ def _init_worker() -> None:
     import torch
 
     torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
+    ignore_stop_signals(starting_slowly=True)  # the group's signals: the main process's call
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the pool is ended and the bar closed."""
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up():
+    """While preparing, SIGTERM raises _Terminated; once the stack has unwound (pool ended,
+    finished shards kept), the process exits with status 143 = 128 + SIGTERM, as a process
+    killed by it reports, after the usual exit clean-up. Left alone where the process already
+    handles SIGTERM itself, or off the main thread (signals cannot be set there)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum, frame):
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    except _Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _text_pass(utts, tp: TextProcessor):
@@ -89,7 +128,13 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
             metadata: str | Path | None = None, wav_dir: str | Path | None = None,
             workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
             progress: bool = True) -> dict | None:
-    """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending."""
+    """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending.
+    Raises UserError when no utterance of the corpus is usable."""
+    with _sigterm_cleans_up():
+        return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress)
+
+
+def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress):
     t0 = time.perf_counter()
     root, out = Path(data).resolve(), Path(out)
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
@@ -108,18 +153,31 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
     _remove_stale_temps(out / "shards")
 
     index, n = shard
-    todo = [j for j in range(len(chunks)) if j % n == index
-            and not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+    todo = [j for j in range(len(chunks)) if j % n == index and not _done(out, j)]
     if todo:  # the cache is incomplete until the merge below writes meta.json again
         (out / "meta.json").unlink(missing_ok=True)
-    computed = _compute(out, chunks, todo, cfg, vocab, root, workers, progress)
-    missing = [j for j in range(len(chunks)) if not (out / "shards" / f"{j:05d}" / "shard.json").is_file()]
+        done = sum(_done(out, j) for j in range(len(chunks)))
+        if done:
+            print(f"resuming: {done} of {len(chunks)} chunks already prepared in {out}",
+                  file=sys.stderr)
+    try:
+        computed = _compute(out, chunks, todo, cfg, vocab, root, workers, progress)
+    except (KeyboardInterrupt, _Terminated):
+        done = sum(_done(out, j) for j in range(len(chunks)))
+        print(f"prepare stopped: {done} of {len(chunks)} chunks are prepared and kept in {out}; "
+              "run the same command again to resume", file=sys.stderr)
+        raise
+    missing = [j for j in range(len(chunks)) if not _done(out, j)]
     if missing:
         print(f"shard {index}/{n} done; {len(missing)} chunk(s) belong to other shards. Run the same "
               "command without --shard once they finish to merge.", file=sys.stderr)
         return None
     elapsed = time.perf_counter() - t0
     return _merge(out, plan, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
+
+
+def _done(out: Path, j: int) -> bool:
+    return (out / "shards" / f"{j:05d}" / "shard.json").is_file()
 
 
 def _check_plan(out: Path, plan: dict) -> None:
@@ -154,7 +212,10 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     if not todo:
         return stats
     t0 = time.perf_counter()
-    pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker) if workers > 1 else None
+    pool = None
+    if workers > 1:
+        with hold_stop_signals(spawn=True):  # so workers ignore the group's signals from the start
+            pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker)
     bar = tqdm(total=total, desc="prepare", unit="utt", disable=not progress, file=sys.stderr)
     try:
         for j in todo:
@@ -198,7 +259,8 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     cols = {k: [] for k in ("id", "text", "audio", "speaker_name", "shard", "mel_offset", "n_frames",
                             "tok_offset", "n_tokens", "wav_offset", "n_samples")}
-    skipped = [{"id": p.id, "reason": p.reason} for p in problems]
+    skipped = [{"id": p.id, "reason": p.reason} for p in problems if not p.kept]
+    notes = [{"id": p.id, "reason": p.reason} for p in problems if p.kept]
     names = [f"{j:05d}" for j in range(n_chunks)]
     for j, name in enumerate(names):
         info = json.loads((out / "shards" / name / "shard.json").read_text())
@@ -213,12 +275,10 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     spk_index = {s: i for i, s in enumerate(speakers)}
     cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
     cols["val"] = _split(cols["id"], root, cfg).tolist()
-    write_json(out / "index.json", cols)
-
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
-              "skipped": skipped, "unknown_characters": dict(sorted(unknown.items())),
+              "skipped": skipped, "notes": notes, "unknown_characters": dict(sorted(unknown.items())),
               "vocabulary_size": len(plan["vocab"]), "shards": n_chunks, "format": plan["source"]["format"]}
     if computed["utterances"]:
         per_worker = computed["audio_seconds"] / max(computed["seconds"], 1e-9) / max(workers, 1)
@@ -226,10 +286,32 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
                             "utterances_computed": computed["utterances"],
                             "audio_seconds_per_second_per_worker": round(per_worker, 2)}
     write_json(out / "report.json", report)
+    if not cols["id"]:  # no meta.json: nothing may take this for a usable cache
+        (out / "meta.json").unlink(missing_ok=True)
+        raise UserError(f"no usable utterances in {root}: {skip_summary(skipped)}; "
+                        f"details in {out / 'report.json'}")
+    write_json(out / "index.json", cols)
     meta = {k: plan[k] for k in ("format_version", "settings", "config", "source", "vocab")}
     meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
     write_json(out / "meta.json", meta)
     return report
+
+
+def skip_summary(skipped: list[dict], top: int = 3) -> str:
+    """'all 5 skipped (3 audio not found, 2 too short)': the commonest reasons first."""
+    if not skipped:
+        return "the corpus lists no utterances"
+    kinds = Counter(_reason_kind(s["reason"]) for s in skipped)
+    common = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common(top))
+    rest = len(kinds) - top
+    return f"all {len(skipped)} skipped ({common}{f', and {rest} other reasons' if rest > 0 else ''})"
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason without its place and details: 'metadata.csv:3: audio not found (x.wav)'
+    → 'audio not found'."""
+    reason = re.sub(r"^\S+:\d+: ", "", reason)
+    return re.split(r" \(|: ", reason, maxsplit=1)[0]
 
 
 def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:

@@ -12,7 +12,8 @@ everything needed to rebuild the module and use it:
     myxtts_version  the package version that wrote it
 
 Writes are atomic (temp file in the same directory + fsync + os.replace), so a crash mid-save
-never leaves a truncated checkpoint where a good one was. Reading uses safetensors alone (no
+never leaves a truncated checkpoint where a good one was. The file gets the permissions the
+user's umask gives any new file (safetensors itself creates it readable by its owner only). Reading uses safetensors alone (no
 torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
 
 These are model exports (the trainer writes one per checkpoint as
@@ -70,6 +71,7 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         save_file(state, str(tmp), metadata=meta)
+        os.chmod(tmp, 0o666 & ~current_umask())  # what open() would have given it
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -77,6 +79,20 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def current_umask() -> int:
+    """This process's umask. Read from /proc on Linux: setting it to read it back (the only
+    portable way) briefly changes it for every thread of the process."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def resolve_checkpoint(run_or_file) -> Path:

@@ -8,6 +8,14 @@ import soxr
 
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
 
+# Clips in awkward but usable formats: converted and kept.
+KEPT = ("plain", "stereo", "eightbit", "hi44k", "lo16k", "asflac", "asogg", "numbers")
+# Lines that cannot become an utterance: {id: word expected in the reason it was skipped}.
+SKIPPED = {"missing": "not found", "corrupt": "unreadable", "empty": "empty", "short": "too short",
+           "long": "too long", "silent": "silent", "notext": "empty text",
+           "emoji": "no usable characters", "plain": "duplicate id",
+           "../../etc/passwd": "path separator", "no pipe on this line": "expected 'id|text'"}
+
 
 def real_clip(n: int = 2) -> tuple[np.ndarray, int]:
     wav, sr = sf.read(LJ / "wavs" / f"LJ001-000{n}.wav", dtype="float32")
@@ -74,4 +82,5 @@ def make_messy_corpus(root: Path) -> tuple[set[str], dict[str, str]]:
     lines.append("no pipe on this line")
     bad["no pipe on this line"] = "expected 'id|text'"
     (root / "metadata.csv").write_text("\n".join(lines) + "\n")
+    assert keep == set(KEPT) and bad == SKIPPED
     return keep, bad

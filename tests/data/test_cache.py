@@ -1,9 +1,12 @@
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from myxtts.config import load
 from myxtts.data.cache import Cache, verify
 from myxtts.data.prepare import prepare
+from myxtts.errors import UserError
 
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
 
@@ -33,5 +36,9 @@ def test_verify_detects_a_flipped_byte_and_fix_repairs_only_that_shard(tmp_path,
     assert len(Cache(cache)) == 8
 
 
-def test_verify_reports_an_incomplete_cache(tmp_path):
-    assert verify(tmp_path) and "incomplete" in verify(tmp_path)[0][1]
+def test_verify_tells_an_unfinished_cache_from_no_cache(tmp_path):
+    (tmp_path / "plan.json").write_text("{}")  # prepare started, never merged
+    assert verify(tmp_path) == [("meta.json", "missing: the cache is incomplete (prepare did not finish)")]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="not a prepared cache"):
+        verify(tmp_path / "empty")

@@ -49,4 +49,4 @@ def test_doctor_without_a_cache_still_checks_and_a_bad_path_is_a_usage_error(tmp
     out = capsys.readouterr().out
     assert "need a cache" in out and "findings" in out
     assert main(["doctor", "--config", "tiny", "--data", str(tmp_path / "nope")]) == 2
-    assert "not a prepared cache" in capsys.readouterr().err
+    assert f"{tmp_path / 'nope'}: no such folder" in capsys.readouterr().err

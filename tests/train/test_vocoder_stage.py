@@ -78,8 +78,7 @@ def test_vocoder_stage_needs_stored_waveforms(lj_cache, tmp_path):
     from myxtts.train.trainer import train_vocoder
 
     nowav = tmp_path / "nowav"
-    nowav.mkdir()
-    shutil.copy(lj_cache / "index.json", nowav / "index.json")
+    shutil.copytree(lj_cache, nowav)  # a whole cache (opening one checks its shards)
     meta = json.loads((lj_cache / "meta.json").read_text())
     meta["settings"]["data"]["store_wav"] = False
     (nowav / "meta.json").write_text(json.dumps(meta))
