@@ -30,6 +30,7 @@ demo: $(STAMP)
 	$(BIN)/python -m myxtts demo --out $(DEMO_OUT)
 
 test: $(STAMP)
+	$(BIN)/ruff check myxtts tests benchmarks scripts
 	$(BIN)/python -m pytest
 
 clean:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 
 from myxtts import __version__
 from myxtts.commands.common import EXIT_USAGE, err

@@ -14,7 +14,6 @@ from typing import Any
 
 import yaml
 
-
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 

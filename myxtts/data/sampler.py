@@ -160,7 +160,7 @@ class BucketSampler(Sampler):
         self.fingerprint = [len(self.mel_lens), len(self.indices), [b.shape for b in self.buckets]]
 
     @classmethod
-    def from_config(cls, mel_lens, text_lens, data_cfg, indices=None, **kw) -> "BucketSampler":
+    def from_config(cls, mel_lens, text_lens, data_cfg, indices=None, **kw) -> BucketSampler:
         d = data_cfg
         settings = dict(frame_budget=d.frame_budget, budget_mode=d.budget_mode,
                         max_batch_size=d.max_batch_size, pad_multiple=d.pad_multiple,
@@ -238,7 +238,8 @@ class BucketSampler(Sampler):
         if state.get("fingerprint", self.fingerprint) != self.fingerprint or \
                 state.get("seed", self.seed) != self.seed:
             warnings.warn("data sampler state is from other data or settings (cache, split, "
-                          "frame budget or seed changed); restarting the epoch from its start")
+                          "frame budget or seed changed); restarting the epoch from its start",
+                          stacklevel=2)
             pos = 0
         elif state.get("world_size", self.world_size) != self.world_size:
             # Same global plan, other rank count: continue from the same global position

@@ -13,8 +13,8 @@ everything needed to rebuild the module and use it:
 
 Writes are atomic (temp file in the same directory + fsync + os.replace), so a crash mid-save
 never leaves a truncated checkpoint where a good one was. The file gets the permissions the
-user's umask gives any new file (safetensors itself creates it readable by its owner only). Reading uses safetensors alone (no
-torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
+user's umask gives any new file (safetensors itself creates it readable by its owner only).
+Reading uses safetensors alone (no torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
 
 These are model exports (the trainer writes one per checkpoint as
 ``RUN/checkpoints/step-XXXXXXXX/model.safetensors``); optimizer and sampler state for resuming

@@ -23,8 +23,7 @@ from myxtts.audio import LOG_FLOOR
 from myxtts.config import ModelConfig
 from myxtts.models.layers import Attention, FeedForward, length_mask
 from myxtts.models.losses import attention_diagonality, xtts_losses
-from myxtts.models.mel_decoder import (MelDecoder, alignment_features, denormalize_mel,
-                                       normalize_mel)
+from myxtts.models.mel_decoder import MelDecoder, alignment_features, denormalize_mel, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
 

@@ -19,23 +19,28 @@ On a CPU-only machine it says so in one line and runs every check that still app
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from myxtts.observe import probes as R
+from myxtts.observe.diagnose import (
+    INPUT_BOUND_HIGH_PCT,
+    INPUT_BOUND_MODERATE_PCT,
+    INPUT_BOUND_TARGET_PCT,
+    SEVERITIES,
+    WORKER_MARGIN,
+    Finding,
+    diagnose,
+    settings_from_config,
+)
 from myxtts.train.batches import BucketBatches, largest_bucket
 from myxtts.train.build import build_run
 from myxtts.train.precision import sync
-from myxtts.observe.diagnose import (INPUT_BOUND_HIGH_PCT, INPUT_BOUND_MODERATE_PCT,
-                                     INPUT_BOUND_TARGET_PCT, SEVERITIES, WORKER_MARGIN, Finding,
-                                     diagnose, settings_from_config)
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
 STEP_TEST_S = 8.0        # time cap of the timed steps

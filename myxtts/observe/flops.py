@@ -1,4 +1,4 @@
-"""Model FLOPs of a training step and MFU (design.md §5), shared by ``myxtts profile`` and
+"""Model FLOPs of a training step and MFU (docs/design.md, "MFU"), shared by ``myxtts profile`` and
 ``myxtts bench``.
 
 FLOPs are counted, not estimated: ``torch.utils.flop_counter.FlopCounterMode`` runs the eager

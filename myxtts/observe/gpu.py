@@ -1,7 +1,7 @@
 """Background GPU sampling through NVML (``nvidia-ml-py``, imported as ``pynvml``).
 
-Why a thread and not ``nvidia-smi``: the reference system watched ``watch -n 1 nvidia-smi`` and
-read single numbers by eye. A sampler in the training process (or in ``myxtts monitor``) keeps
+Why a thread and not ``nvidia-smi``: watching ``watch -n 1 nvidia-smi`` gives single numbers
+read by eye. A sampler in the training process (or in ``myxtts monitor``) keeps
 every sample, so a run ends with a series whose mean, spread and verdict can be computed
 (``stats.summarize``) and plotted next to the step timings.
 
@@ -151,7 +151,7 @@ class GpuSampler:
         self._t0 = 0.0
 
     # ----------------------------------------------------------------------------- lifecycle
-    def start(self) -> "GpuSampler":
+    def start(self) -> GpuSampler:
         nv = self._nvml or _import_nvml()
         self._nvml = nv
         try:
@@ -195,7 +195,7 @@ class GpuSampler:
             d.gpm = None
         self._shutdown_nvml()
 
-    def __enter__(self) -> "GpuSampler":
+    def __enter__(self) -> GpuSampler:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -87,7 +87,7 @@ def loader_speed(cache, cfg: Config, workers: int, *, batches: int = 32, seconds
 
 
 def predicted_input_bound(ms_per_batch: float, step_ms: float, workers: int) -> float:
-    """Input-bound % (design.md §5) a run would see, from the loader's time per batch with
+    """Input-bound % (docs/design.md, "Input-bound") a run would see, from the loader's time per batch with
     ``workers`` workers and the step time. Without workers the training process builds every
     batch itself between steps (counted in full); with workers the loop only waits when the
     workers together are slower than the step."""

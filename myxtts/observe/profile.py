@@ -28,11 +28,11 @@ from myxtts.errors import UserError
 from myxtts.observe import probes as R
 from myxtts.observe.diagnose import diagnose, settings_from_config
 from myxtts.observe.flops import count_step_flops, mfu
-from myxtts.train.timers import StepTimer, count_host_syncs
 from myxtts.train.build import build_run
 from myxtts.train.loop import Loop, warm_up
 from myxtts.train.precision import sync
 from myxtts.train.step import compiled_graphs
+from myxtts.train.timers import StepTimer, count_host_syncs
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
 TOP = 12

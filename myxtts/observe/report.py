@@ -23,8 +23,15 @@ from html import escape
 from pathlib import Path
 
 from myxtts.observe import svg
-from myxtts.observe.diagnose import (INPUT_BOUND_HIGH_PCT, INPUT_BOUND_MODERATE_PCT, LOW_MFU_PCT,
-                                     PADDING_HIGH_PCT, PADDING_LOW_PCT, diagnose, gpu_util)
+from myxtts.observe.diagnose import (
+    INPUT_BOUND_HIGH_PCT,
+    INPUT_BOUND_MODERATE_PCT,
+    LOW_MFU_PCT,
+    PADDING_HIGH_PCT,
+    PADDING_LOW_PCT,
+    diagnose,
+    gpu_util,
+)
 from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, thresholds_text
 
 MAX_POINTS = 1500  # per GPU series; longer runs are strided so the page stays small

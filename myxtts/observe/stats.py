@@ -26,8 +26,8 @@ Verdicts, checked in this order (the first that matches wins):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable
 
 import numpy as np
 

@@ -77,7 +77,8 @@ def line_chart(series: list[dict], *, width: int = 860, height: int = 240, y_max
         for seg in segs:
             out.append(f'<polyline points="{" ".join(seg)}" fill="none" stroke="{color}" stroke-width="1.4"{dash}/>')
         out.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{height - 8}" y2="{height - 8}" stroke="{color}" '
-                   f'stroke-width="2"{dash}/><text x="{lx + 22}" y="{height - 4}" fill="#333">{escape(s["label"])}</text>')
+                   f'stroke-width="2"{dash}/>'
+                   f'<text x="{lx + 22}" y="{height - 4}" fill="#333">{escape(s["label"])}</text>')
         lx += 30 + 6.5 * len(s["label"])
     out.append("</svg>")
     return "".join(out)

@@ -1,5 +1,5 @@
 """``myxtts tune``: the largest frame budget that fits this GPU, and the fewest loader workers
-that keep the step fed (design.md §6.6: batch sizing without trial and error).
+that keep the step fed (batch sizing without trial and error).
 
 1. Frame budget (GPU only). A candidate budget fits when one training step (forward, loss,
    backward, clipping, AdamW) of the sampler's largest bucket at that budget runs without
@@ -12,7 +12,7 @@ that keep the step fed (design.md §6.6: batch sizing without trial and error).
 2. Loader workers. The step time is measured with the chosen budget and the configured compile
    mode (after one warm-up step per shape); the loader's time per batch is measured in-process
    and with candidate worker counts, and the fewest workers whose predicted input-bound share is
-   below 1 % (design.md §5 target), with ``WORKER_MARGIN`` head-room, is chosen.
+   below 1 % (the target in docs/design.md, "Input-bound"), with ``WORKER_MARGIN`` head-room, is chosen.
 
 It writes a YAML overlay holding only the ``data:`` keys it decided, and the full merged config
 next to it (the config loader takes one YAML), and prints the train command that uses it.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import sys
 from pathlib import Path
 
 import torch
@@ -29,11 +28,11 @@ import yaml
 
 from myxtts.config import from_dict
 from myxtts.observe import probes as R
+from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
 from myxtts.train.batches import BucketBatches, largest_bucket
 from myxtts.train.build import build_run
 from myxtts.train.loop import warm_up
 from myxtts.train.precision import sync
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
 
 HEADROOM = 0.90        # peak reserved memory / device memory a candidate may reach
 RESOLUTION = 0.05      # bisection stops when the bracket is this narrow (relative)

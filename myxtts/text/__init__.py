@@ -80,7 +80,7 @@ class Vocabulary:
         self.index = {s: i for i, s in enumerate(self.symbols)}
 
     @classmethod
-    def build(cls, symbol_counts: Counter) -> "Vocabulary":
+    def build(cls, symbol_counts: Counter) -> Vocabulary:
         return cls([PAD, EOS] + sorted(s for s in symbol_counts if s not in (PAD, EOS)))
 
     def __len__(self) -> int:
@@ -93,7 +93,7 @@ class Vocabulary:
         return json.dumps(self.symbols, ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "Vocabulary":
+    def from_json(cls, text: str) -> Vocabulary:
         return cls(json.loads(text))
 
 

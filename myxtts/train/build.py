@@ -19,8 +19,7 @@ from myxtts.config import Config
 from myxtts.data.cache import Cache
 from myxtts.data.loader import make_sampler
 from myxtts.errors import UserError
-from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
-                                   MultiScaleDiscriminator)
+from myxtts.models.vocoder import HiFiGANGenerator, MultiPeriodDiscriminator, MultiScaleDiscriminator
 from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train.batches import Batches

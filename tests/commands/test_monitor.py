@@ -4,11 +4,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.observe.fake_nvml import FakeNvml
 
 from myxtts.commands import monitor
-from myxtts.observe.monitor import plot_timeline
 from myxtts.observe.gpu import GpuSampler, GpuUnavailable, read_csv
+from myxtts.observe.monitor import plot_timeline
+from tests.observe.fake_nvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[2]
 

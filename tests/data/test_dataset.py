@@ -30,8 +30,9 @@ def multi_speaker_cache(tmp_path_factory) -> Path:
             uid, text, norm = line.split("|")[:3]
             (root / "wavs" / f"{uid}.wav").write_bytes((FIXTURES / "ljspeech" / "wavs" / f"{uid}.wav").read_bytes())
             lines.append(f"{uid}|{text}|{norm}|{'a' if n < 4 else 'b'}")
-        for name, spk, text in (("arctic_a0007_male", "c", "And you always want to see it in the superlative degree."),
-                                ("arctic_a0009_slt_female", "d", "He turned sharply, and faced Gregson across the table.")):
+        voices = (("arctic_a0007_male", "c", "And you always want to see it in the superlative degree."),
+                  ("arctic_a0009_slt_female", "d", "He turned sharply, and faced Gregson across the table."))
+        for name, spk, text in voices:
             (root / "wavs" / f"{name}.wav").write_bytes((FIXTURES / "reference_voices" / f"{name}.wav").read_bytes())
             lines.append(f"{name}|{text}|{text}|{spk}")
         (root / "metadata.csv").write_text("\n".join(lines) + "\n")

@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from myxtts.config import DataConfig
-from myxtts.data.sampler import (QUADRATIC_REF_FRAMES, BucketSampler, batch_size_for,
-                                 plan_boundaries)
+from myxtts.data.sampler import QUADRATIC_REF_FRAMES, BucketSampler, batch_size_for, plan_boundaries
 
 
 def lengths(n, seed=0, kind="lognormal"):

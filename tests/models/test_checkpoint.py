@@ -8,8 +8,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import (FORMAT_VERSION, load_model, load_weights, resolve_checkpoint,
-                                      save_model)
+from myxtts.models.checkpoint import FORMAT_VERSION, load_model, load_weights, resolve_checkpoint, save_model
 from myxtts.models.vocoder import HiFiGANGenerator
 from myxtts.models.xtts import XTTS
 

@@ -4,9 +4,15 @@ import torch
 
 from myxtts.audio import MelSpectrogram
 from myxtts.config import AudioConfig, VocoderConfig
-from myxtts.models.vocoder import (HiFiGANGenerator, MultiPeriodDiscriminator,
-                                   MultiScaleDiscriminator, discriminator_loss, generator_loss,
-                                   random_segments, upsample_rates)
+from myxtts.models.vocoder import (
+    HiFiGANGenerator,
+    MultiPeriodDiscriminator,
+    MultiScaleDiscriminator,
+    discriminator_loss,
+    generator_loss,
+    random_segments,
+    upsample_rates,
+)
 from myxtts.models.xtts import count_parameters
 
 
@@ -50,7 +56,8 @@ def test_segments_discriminators_and_losses_train():
               + discriminator_loss(msd(wav_seg)[0], msd(fake.detach())[0]))
     d_loss.backward()
     assert torch.isfinite(d_loss) and d_loss.dim() == 0
-    assert all(p.grad is not None for p in mpd.parameters()) and gen.conv_pre.parametrizations.weight.original1.grad is None
+    assert all(p.grad is not None for p in mpd.parameters())
+    assert gen.conv_pre.parametrizations.weight.original1.grad is None
     (_, mpd_real), (_, msd_real) = mpd(wav_seg), msd(wav_seg)
     parts = generator_loss(v, mel_fn, fake, mel_seg, mpd(fake), msd(fake), mpd_real, msd_real)
     assert set(parts) == {"loss", "adv", "feature_matching", "mel_l1"}

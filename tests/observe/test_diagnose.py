@@ -1,9 +1,10 @@
 import pytest
-from . import synthetic_runs as runs
 
 from myxtts.config import Config
 from myxtts.observe.diagnose import SEVERITIES, classify, diagnose, settings_from_config
 from myxtts.observe.stats import summarize
+
+from . import synthetic_runs as runs
 
 
 @pytest.mark.parametrize("build", runs.ALL, ids=lambda f: f.__name__)

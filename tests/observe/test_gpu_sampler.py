@@ -1,11 +1,11 @@
 import time
 
 import pytest
-from .fake_nvml import FakeNvml, NVMLError_LibraryNotFound
 
 from myxtts.errors import UserError
-from myxtts.observe.gpu import (GpuSampler, GpuUnavailable, decode_throttle, read_csv, summarize_gpu,
-                                write_csv)
+from myxtts.observe.gpu import GpuSampler, GpuUnavailable, decode_throttle, read_csv, summarize_gpu, write_csv
+
+from .fake_nvml import FakeNvml, NVMLError_LibraryNotFound
 
 
 def test_decode_throttle_names_bits_and_keeps_unknown_ones():

@@ -4,10 +4,11 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
-from . import synthetic_runs as runs
 
 from myxtts.observe.gpu import GpuSample, summarize_gpu
 from myxtts.observe.report import render, write_report
+
+from . import synthetic_runs as runs
 
 SECTIONS = ["findings", "gpu-timeline", "step-time", "input-bound", "mfu", "padding", "recompiles", "throughput"]
 

@@ -3,7 +3,8 @@ import yaml
 
 from myxtts.cli import main
 from myxtts.config import load
-from myxtts.observe import probes as rig, tune
+from myxtts.observe import probes as rig
+from myxtts.observe import tune
 
 from ..train.conftest import FAST
 from .test_profile import observe_cache  # noqa: F401 (fixture)

@@ -48,7 +48,7 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
                   "train.warmup_steps=0", "train.schedule=constant", "train.keep_last=1",
                   "train.checkpoint_every=1", "train.val_every=3")
     assert r.returncode == 0, r.stderr
-    recs = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    recs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train_recs = [x for x in recs if x.get("loss") is not None]
     assert [x["step"] for x in train_recs] == [1, 2, 3]
     assert all(x["lr"] == 0.0 for x in train_recs)

@@ -33,12 +33,20 @@ Train on ground-truth mels first; fine-tuning on the acoustic model's teacher-fo
 ``checkpoint.save_model(path, gen, cfg, vocab, kind="vocoder")``; ``myxtts synthesize --vocoder``
 loads it. The discriminators are training state only (the trainer's resume checkpoint).
 """
-from myxtts.models.vocoder.discriminators import (MultiPeriodDiscriminator,
-                                                  MultiScaleDiscriminator, PeriodDiscriminator,
-                                                  ScaleDiscriminator)
+from myxtts.models.vocoder.discriminators import (
+                                                  MultiPeriodDiscriminator,
+                                                  MultiScaleDiscriminator,
+                                                  PeriodDiscriminator,
+                                                  ScaleDiscriminator,
+)
 from myxtts.models.vocoder.generator import HiFiGANGenerator, random_segments, upsample_rates
-from myxtts.models.vocoder.losses import (adversarial_loss, discriminator_loss,
-                                          feature_matching_loss, generator_loss, mel_loss)
+from myxtts.models.vocoder.losses import (
+                                                  adversarial_loss,
+                                                  discriminator_loss,
+                                                  feature_matching_loss,
+                                                  generator_loss,
+                                                  mel_loss,
+)
 
 __all__ = [
     "HiFiGANGenerator", "MultiPeriodDiscriminator", "MultiScaleDiscriminator",

@@ -12,7 +12,6 @@ from myxtts.commands.bench import MODES as BENCH_MODES
 from myxtts.commands.bench import train
 from myxtts.config import load
 from myxtts.data.prepare import prepare
-
 from tests.train.conftest import FAST, LJ
 
 MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
