@@ -88,7 +88,10 @@ class Diagnosis:
         """The verdict in one line: what bounds the run, the numbers, and what to try first (the
         first finding's action without its explanations in brackets)."""
         top = next((f for f in self.findings if f.severity != "info"), None)
-        return f"{self.bound}: {self.reason}" + (f"; try {_PARENS.sub('', top.action)}" if top else "")
+        if top is None:
+            return f"{self.bound}: {self.reason}"
+        lead = "try" if top.action.startswith("`") else "next:"
+        return f"{self.bound}: {self.reason}; {lead} {_PARENS.sub('', top.action)}"
 
     def text(self) -> str:
         return "\n".join([f"verdict: {self.headline()}"]

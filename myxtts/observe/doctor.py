@@ -355,7 +355,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
     cpu_line = (f"no GPU: running on the CPU (torch {torch.__version__}); GPU checks are skipped, the rest applies"
                 if dev.type == "cpu" else None)
     return {"device": str(dev), "cpu_note": cpu_line, "checks": doc.checks, "measurements": doc.m,
-            "verdict": {"bound": diag.bound, "reason": diag.reason},
+            "verdict": {"bound": diag.bound, "reason": diag.reason, "headline": diag.headline()},
             "findings": [vars(f) | {"rank": i} for i, f in enumerate(found, 1)]}
 
 

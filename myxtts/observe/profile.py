@@ -248,6 +248,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             sample.setdefault(s, m)
     summ = loop.timer.summary()
     gpu = stop_sampler(sampler)
+    gpu_samples = sampler.samples() if sampler is not None else []
     phases = marks.phases_ms()
     step_ms = summ["step_ms"]
 
@@ -310,7 +311,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     from myxtts.observe.report import write_report
     report = write_report(out / "report.html", measured, diag, title="MyXTTS profile",
                           not_measured=not_measured, achieved_tflops=m["achieved_tflops"],
-                          mfu_basis=m["mfu_basis"],
+                          mfu_basis=m["mfu_basis"], gpu_samples=gpu_samples,
                           meta={"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
                                 "compile": step_fn.compile_mode, "trace": str(trace)})
     return {"device": str(dev), "device_name": name, "timing": summ["timing"] + ("" if cuda else " (CPU)"),
