@@ -109,7 +109,7 @@ class Measured:
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
-    def from_summary(cls, s: dict, settings: Settings, **more) -> Measured:
+    def from_summary(cls, s: dict, settings: Settings) -> Measured:
         """A training run's ``summary.json`` (``train.loop.fit`` plus the log's GPU summary).
 
         A summary without ``compile_s`` whose every step was the first of its batch shape (no
@@ -128,7 +128,7 @@ class Measured:
                    gpu=s.get("gpu"),
                    recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
                    padding_pct=s.get("padding_pct"), mem_peak_pct=nvml_memory_pct(s.get("gpu")),
-                   compile_s=compile_s, train_s=train_s, not_measured=nm, **more)
+                   compile_s=compile_s, train_s=train_s, not_measured=nm)
 
     # ------------------------------------------------------------------------ derived figures
     def _gpus(self, key: str) -> list[dict]:
