@@ -5,6 +5,7 @@ import json
 
 from myxtts.commands.common import EXIT_OK, add_command, add_config, add_data, add_overrides, err, load_config
 from myxtts.observe.doctor import SECTIONS, doctor
+from myxtts.observe.format import findings_text
 
 
 def add_parser(sub) -> None:
@@ -35,7 +36,6 @@ def text(r: dict) -> str:
         lines += [f"  {c['status']:<5} {c['name']:<16} {c['detail']}" for c in r["checks"] if c["section"] == section]
     lines.append(f"findings, ranked by expected gain ({len(r['findings'])}):" if r["findings"] else
                  "findings: none; nothing measured crossed a threshold")
-    for f in r["findings"]:
-        lines += [f"{f['rank']}. [{f['severity']}] {f['title']}", f"   evidence: {f['evidence']}",
-                  f"   action:   {f['action']}"]
+    if r["findings"]:
+        lines.append(findings_text(r["findings"]))
     return "\n".join(lines)

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, err, load_config
-from myxtts.observe.format import fmt
+from myxtts.observe.diagnose import INPUT_BOUND_MODERATE_PCT
+from myxtts.observe.format import findings_text, fmt
 from myxtts.observe.profile import profile
 
 
@@ -52,9 +53,11 @@ def text(r: dict) -> str:
     if cpu:
         lines.append("GPU busy share, kernels per step, CPU dispatch: not measurable on CPU")
     else:
-        lines.append(f"GPU busy {fmt(r['gpu_busy_pct'], '{:.0f}')} % of the step; "
+        lines.append(f"GPU busy {fmt(r['gpu_busy_pct'], '{:.0f}')} % of the step (kernels only); "
                      f"{fmt(r['kernels_per_step'], '{:,.0f}')} kernels per step, median kernel "
-                     f"{fmt(r['median_kernel_us'])} µs; host busy launching {fmt(r['cpu_dispatch_pct'], '{:.0f}')} % of the step")
+                     f"{fmt(r['median_kernel_us'])} µs; host busy launching "
+                     f"{fmt(r['cpu_dispatch_pct'], '{:.0f}')} % of the step")
+        lines.append(nvml_line(r.get("gpu")))
     lines.append(f"recompiles after warm-up: {r['recompiles']}")
     lines.append("host syncs per step: " + (fmt(r["host_syncs_per_step"], "{:g}")
                                             if r["host_syncs_per_step"] is not None else r["host_syncs_note"]))
@@ -67,11 +70,21 @@ def text(r: dict) -> str:
     lines.append(f"trace: {r['trace']} (open in https://ui.perfetto.dev or chrome://tracing)")
     lines.append(f"report: {r['report']}")
     d = r["diagnosis"]
-    lines.append(f"verdict: {d['bound']} ({d['reason']})")
+    lines.append(f"verdict: {d['headline']}")
     if cpu:
-        ib = r["run"].get("input_bound_pct")
-        lines.append(f"  input-bound {fmt(ib)} % on this CPU run (< 5 % not input-bound); "
-                     "launch- vs compute-bound applies to GPUs")
-    for i, f in enumerate(d["findings"], 1):
-        lines += [f"{i}. [{f['severity']}] {f['title']}", f"   evidence: {f['evidence']}", f"   action:   {f['action']}"]
+        lines.append(f"  input-bound {fmt(r['run'].get('input_bound_pct'))} % on this CPU run (< "
+                     f"{INPUT_BOUND_MODERATE_PCT:g} % is not input-bound); launch- vs compute-bound applies to GPUs")
+    if d["findings"]:
+        lines.append(findings_text(d["findings"]))
     return "\n".join(lines)
+
+
+def nvml_line(gpu: dict | None) -> str:
+    """NVML utilisation (and GPM SM activity) sampled beside the timed pass: the cross-check of
+    the kernel-time busy share."""
+    g = next((g for g in (gpu or {}).get("gpus", []) if g.get("util")), None)
+    if g is None:
+        return "NVML utilisation beside the timed steps: not measured (nvidia-ml-py missing or no samples)"
+    sm = g.get("sm_active")
+    return (f"NVML utilisation beside the timed steps: mean {g['util']['mean']:.0f} % over {g['util']['n']} "
+            "samples" + (f", GPM SM active {sm['mean']:.0f} %" if sm else ""))

@@ -1,8 +1,8 @@
 """``myxtts doctor``: check this machine, this configuration and this cache before training.
 
-The reference system's ``diagnose_gpu_*.py`` printed the same tips on every machine. This command
-measures instead, in well under a minute, and ranks what it finds by the share of step time at
-stake, each finding naming the exact setting or command to change:
+Generic tips printed the same on every machine help nobody. This command measures instead, in
+well under a minute, and ranks what it finds by the share of step time at stake, each finding
+naming the exact setting or command to change:
 
 * environment: GPU visible, driver vs the torch build's CUDA, CPU-only torch on a GPU machine,
   bf16/TF32, NVML, triton (torch.compile on CUDA), usable CPU cores vs ``data.num_workers``,
@@ -11,9 +11,10 @@ stake, each finding naming the exact setting or command to change:
 * configuration: workers, frame budget, compile mode, precision, the bucket shapes the sampler
   plans and their padding waste (rules of observe.diagnose);
 * a step test (a few eager steps of the configured model on real batches: it runs, the loss is
-  finite, its time, host syncs and peak memory on a GPU) and a loader test (time per batch of the
-  cached loader, in-process and with the configured workers, against that step time: the
-  input-bound share a run would see, design.md §5).
+  finite, its time, host syncs and peak memory on a GPU, so a frame budget that leaves most of
+  the memory unused is named with the budget that would fill it) and a loader test (time per
+  batch of the cached loader, in-process and with the configured workers, against that step
+  time: the input-bound share a run would see, docs/design.md "Input-bound").
 
 On a CPU-only machine it says so in one line and runs every check that still applies.
 """
@@ -32,12 +33,13 @@ from myxtts.observe.diagnose import (
     INPUT_BOUND_HIGH_PCT,
     INPUT_BOUND_MODERATE_PCT,
     INPUT_BOUND_TARGET_PCT,
+    PADDING_LOW_PCT,
     SEVERITIES,
     WORKER_MARGIN,
     Finding,
     diagnose,
-    settings_from_config,
 )
+from myxtts.observe.measured import Measured, Settings
 from myxtts.train.batches import BucketBatches, largest_bucket
 from myxtts.train.build import build_run
 from myxtts.train.precision import sync
@@ -126,7 +128,8 @@ def environment(doc: Doc, cfg) -> torch.device:
     bf16 = torch.cuda.is_bf16_supported()
     doc.m["bf16_supported"] = bf16
     doc.check(E, "bf16 / TF32", "ok" if bf16 else "warn",
-              f"bf16 {'yes' if bf16 else 'no'}, TF32 {'yes' if p.major >= 8 else 'no'} (compute capability {p.major}.{p.minor})")
+              f"bf16 {'yes' if bf16 else 'no'}, TF32 {'yes' if p.major >= 8 else 'no'} "
+              f"(compute capability {p.major}.{p.minor})")
     if cfg.train.precision == "bf16" and not bf16:
         doc.find("high", "bf16 requested on a GPU without it", f"{p.name} has no bf16",
                  "`train.precision=fp16`", "env-bf16", 100)
@@ -216,8 +219,9 @@ def disk(doc: Doc, cache, step: dict | None, cfg) -> None:
         need = step["frames_per_s"] * per_frame / 1e6
     detail = (f"read {got / 1e6:.0f} MB of {total / 1e6:.0f} MB of shards at {mbs:,.0f} MB/s (page cache dropped); "
               + (f"the measured step rate needs ~{need:,.1f} MB/s; " if need else "")
-              + (f"the cache fits in available RAM ({_gib(avail)}): after the first epoch the page cache serves it"
-                 if fits else f"the cache is larger than available RAM ({_gib(avail or 0)}): every epoch reads the disk"))
+              + (f"the cache fits in available RAM ({_gib(avail)}): after the first epoch the page cache "
+                 "serves it" if fits else
+                 f"the cache is larger than available RAM ({_gib(avail or 0)}): every epoch reads the disk"))
     slow = need is not None and mbs < 2 * need and not fits
     doc.check("environment", "cache disk", "warn" if slow else "ok", detail)
     if slow:
@@ -240,7 +244,7 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
         rep = sampler.padding_report()
         doc.m.update(padding_pct=rep["mel_padding_pct"], n_shapes=len(sampler.buckets))
         shapes = ", ".join("x".join(map(str, s)) for s in sampler.shapes())
-        doc.check(C, "buckets", "ok" if rep["mel_padding_pct"] < 10 else "warn",
+        doc.check(C, "buckets", "ok" if rep["mel_padding_pct"] < PADDING_LOW_PCT else "warn",
                   f"{len(sampler.buckets)} shapes (B x Tt x Tm): {shapes}; padding {rep['mel_padding_pct']:.1f} % "
                   f"of mel frames, filler {rep['filler_pct']:.1f} %")
 
@@ -274,7 +278,8 @@ def step_test(doc: Doc, cfg, data) -> tuple[dict | None, object]:
         st["host_syncs_per_step"] = sc.count
         st["mem_peak_pct"] = 100.0 * torch.cuda.max_memory_reserved(rig.device) / doc.m["gpu_memory"]
     finite = loss is not None and math.isfinite(loss)
-    doc.m.update(step_ms=st["step_ms"], loss=loss, **{k: st[k] for k in ("host_syncs_per_step", "mem_peak_pct") if k in st})
+    doc.m.update(step_ms=st["step_ms"], loss=loss,
+                 **{k: st[k] for k in ("host_syncs_per_step", "mem_peak_pct") if k in st})
     doc.check(T, "step test", "ok" if finite else "fail",
               f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {R.device_name(rig.device)}, "
               f"{st['frames_per_s']:,.0f} mel frames/s, loss {loss if loss is None else round(loss, 3)}"
@@ -300,8 +305,8 @@ def loader_test(doc: Doc, cfg, cache, step_ms: float, dev) -> None:
                  predicted_input_bound_pct=ib)
     label = "GPU" if dev.type == "cuda" else "CPU"
     doc.check(T, "loader test", "ok" if ib < INPUT_BOUND_TARGET_PCT else "warn",
-              "; ".join(f"{_workers(r['workers'])}: {r['ms_per_batch']:.1f} ms/batch ({r['batches_per_s']:,.0f} batches/s)"
-                        for r in runs)
+              "; ".join(f"{_workers(r['workers'])}: {r['ms_per_batch']:.1f} ms/batch "
+                        f"({r['batches_per_s']:,.0f} batches/s)" for r in runs)
               + f"; against the {label} step of {step_ms:,.1f} ms: predicted input-bound {ib:.1f} % with "
                 f"data.num_workers={w}")
     if ib < INPUT_BOUND_TARGET_PCT:
@@ -341,9 +346,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
         if step:
             loader_test(doc, cfg, cache, step["step_ms"], dev)
         disk(doc, cache, step, cfg)
-    run = {**settings_from_config(cfg, device=str(dev), device_name=doc.m.get("device_name", "CPU"),
-                                  bf16_supported=doc.m.get("bf16_supported")), **doc.m}
-    diag = diagnose(run)
+    diag = diagnose(measured(doc.m, cfg, dev))
     # "unmeasured" asks for NVML samples, which are monitor's job; "cpu" is said more precisely
     # by an environment finding when there is one.
     skip = {"unmeasured"} | ({"cpu"} if {f.rule for f in doc.findings} & {"env-cpu-torch", "env-no-gpu"} else set())
@@ -352,5 +355,14 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
     cpu_line = (f"no GPU: running on the CPU (torch {torch.__version__}); GPU checks are skipped, the rest applies"
                 if dev.type == "cpu" else None)
     return {"device": str(dev), "cpu_note": cpu_line, "checks": doc.checks, "measurements": doc.m,
-            "verdict": {"bound": diag.bound, "reason": diag.reason},
+            "verdict": {"bound": diag.bound, "reason": diag.reason, "headline": diag.headline()},
             "findings": [vars(f) | {"rank": i} for i, f in enumerate(found, 1)]}
+
+
+def measured(figures: dict, cfg, dev: torch.device) -> Measured:
+    """The doctor's figures (``Doc.m``) that the diagnosis reads."""
+    g = figures.get
+    settings = Settings.from_config(cfg, device=str(dev), device_name=g("device_name", "CPU"),
+                                    bf16_supported=g("bf16_supported"), cpu_count=g("cpu_count"))
+    return Measured(settings=settings, step_ms=g("step_ms"), host_syncs_per_step=g("host_syncs_per_step"),
+                    mem_peak_pct=g("mem_peak_pct"), padding_pct=g("padding_pct"), n_shapes=g("n_shapes"))

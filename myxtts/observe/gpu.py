@@ -311,15 +311,51 @@ class GpuSampler:
         with self._lock:
             return self._first_seq + len(self._samples)
 
-    def summary(self) -> dict:
+    def now(self) -> float:
+        """Seconds on the samples' clock (``GpuSample.t``), to mark a window such as compilation."""
+        return time.monotonic() - self._t0
+
+    def summary(self, compiling: tuple[float, float] | None = None) -> dict:
         """Per-GPU statistics over the kept samples; keys are what diagnose and report read."""
-        samples = self.samples()
-        gpus = []
-        for d in self._devices:
-            mine = [s for s in samples if s.gpu == d.index]
-            gpus.append(summarize_gpu(mine, index=d.index, name=d.name, gpm_reason=d.gpm_reason))
-        dur = samples[-1].t - samples[0].t if samples else 0.0
-        return {"interval_s": self.interval, "duration_s": dur, "gpus": gpus}
+        devices = {d.index: (d.name, d.gpm_reason) for d in self._devices}
+        return summarize_samples(self.samples(), self.interval, devices, compiling)
+
+
+def start_sampler(interval: float) -> tuple[GpuSampler | None, str]:
+    """A started sampler, or None and the sentence that says why none could start."""
+    try:
+        return GpuSampler(interval).start(), ""
+    except GpuUnavailable as e:
+        return None, str(e)
+
+
+def stop_sampler(sampler: GpuSampler | None, compiling: tuple[float, float] | None = None) -> dict | None:
+    if sampler is None:
+        return None
+    sampler.stop()
+    return sampler.summary(compiling)
+
+
+def summarize_samples(samples: list[GpuSample], interval: float, devices: dict | None = None,
+                      compiling: tuple[float, float] | None = None) -> dict:
+    """Per-GPU statistics of ``samples`` (``devices``: {index: (name, why GPM is off)}). Samples
+    taken inside ``compiling`` (start and end, seconds on the samples' clock) are counted apart,
+    as compiling: a GPU waiting for the compiler is not an idle GPU, and is no part of the
+    training's utilisation either."""
+    devices = devices or {i: ("", "") for i in sorted({s.gpu for s in samples})}
+
+    def inside(s):
+        return compiling is not None and compiling[0] <= s.t <= compiling[1]
+    rest = [s for s in samples if not inside(s)]
+    gpus = [summarize_gpu([s for s in rest if s.gpu == i], index=i, name=name, gpm_reason=why)
+            for i, (name, why) in devices.items()]
+    out = {"interval_s": interval, "duration_s": samples[-1].t - samples[0].t if samples else 0.0, "gpus": gpus}
+    if compiling is not None:
+        util = [s.util for s in samples if inside(s) and s.util is not None]
+        out["compiling"] = {"from_s": compiling[0], "to_s": compiling[1], "seconds": compiling[1] - compiling[0],
+                            "samples": sum(map(inside, samples)),
+                            "util_mean": sum(util) / len(util) if util else None}
+    return out
 
 
 def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", gpm_reason: str = "") -> dict:

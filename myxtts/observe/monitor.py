@@ -25,7 +25,8 @@ def summary_text(summary: dict) -> str:
             occ = g["sm_occupancy_mean"]
             lines.append(f"      SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
                          + (f", occupancy {occ:.1f} %" if occ is not None else "")
-                         + (f", tensor cores {g['tensor_active_mean']:.1f} %" if g['tensor_active_mean'] is not None else ""))
+                         + (f", tensor cores {g['tensor_active_mean']:.1f} %"
+                            if g['tensor_active_mean'] is not None else ""))
         else:
             lines.append(f"      SM active (GPM): not measured ({g['gpm_reason']})")
         extra = []

@@ -18,6 +18,7 @@ What it runs, on a run assembled by ``train.build`` and stepped by the trainer's
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,10 @@ from torch.profiler import ProfilerActivity, record_function
 
 from myxtts.errors import UserError
 from myxtts.observe import probes as R
-from myxtts.observe.diagnose import diagnose, settings_from_config
+from myxtts.observe.diagnose import diagnose
 from myxtts.observe.flops import count_step_flops, mfu
+from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.measured import Measured, Settings
 from myxtts.train.build import build_run
 from myxtts.train.loop import Loop, warm_up
 from myxtts.train.precision import sync
@@ -36,6 +39,7 @@ from myxtts.train.timers import StepTimer, count_host_syncs
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
 TOP = 12
+NVML_INTERVAL_S = 0.2  # a timed pass lasts seconds: sample often enough for a mean
 OWN = "myxtts/"  # prefix of this module's record_function ranges
 
 
@@ -139,9 +143,32 @@ def _overlap(x, y) -> float:
     return total
 
 
+# Device-side events that are not kernels: copies, memsets, synchronisation, and the ranges of
+# record_function (this module's phases, ProfilerStep#N), which the profiler mirrors onto the
+# GPU timeline. Counting those as kernels made an annotation spanning the forward pass look like
+# a GPU busy for the whole of it.
+NOT_KERNELS = ("Memcpy", "Memset", OWN, "ProfilerStep")
+SYNC_EVENTS = {"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event", "Device Synchronize"}
+
+
+def event_kind(e) -> str:
+    """'kernel', 'h2d' (a host-to-device copy) or 'other' for one device-side profiler event.
+
+    The profiler's own activity type decides where torch records it ("kernel" is a kernel);
+    older torch builds without it are judged by the annotation flag and the event's name."""
+    if e.name.startswith("Memcpy HtoD"):
+        return "h2d"
+    kind = getattr(e, "activity_type", None)
+    if kind:
+        return "kernel" if kind == "kernel" else "other"
+    if getattr(e, "is_user_annotation", False) or e.name.startswith(NOT_KERNELS) or e.name in SYNC_EVENTS:
+        return "other"
+    return "kernel"
+
+
 def _device_stats(prof, steps: int, step_ms: float) -> dict:
-    """Kernel statistics of the profiled pass (CUDA): busy share, kernels per step, median
-    kernel, exposed host-to-device copy, top kernels by total time."""
+    """Kernel statistics of the profiled pass (CUDA), from kernels only: busy share, kernels per
+    step, median kernel, exposed host-to-device copy, top kernels by total time."""
     from torch.autograd import DeviceType
 
     kernels, copies, by_name = [], [], {}
@@ -149,9 +176,10 @@ def _device_stats(prof, steps: int, step_ms: float) -> dict:
         if getattr(e, "device_type", None) != DeviceType.CUDA:
             continue
         iv = (float(e.time_range.start), float(e.time_range.end))
-        if e.name.startswith("Memcpy HtoD"):
+        kind = event_kind(e)
+        if kind == "h2d":
             copies.append(iv)
-        elif not e.name.startswith(("Memcpy", "Memset")):
+        elif kind == "kernel":
             kernels.append(iv)
             n, us = by_name.get(e.name, (0, 0.0))
             by_name[e.name] = (n + 1, us + iv[1] - iv[0])
@@ -203,9 +231,11 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     graphs0 = compiled_graphs()
     say(f"warm-up: {len(rig.shapes)} shapes, one step each, {warm_s:.1f} s")
 
-    # 2. timed pass: the trainer's own step, with phase marks hooked into it.
+    # 2. timed pass: the trainer's own step, with phase marks hooked into it, and NVML sampled
+    # beside it (not beside the profiled pass: the profiler's bookkeeping slows the host).
     loop, marks = Loop(rig, StepTimer(dev, frames_per_second=fps)), _Marks(dev)
     step_fn.hooks.append(marks)
+    sampler, no_gpu = start_sampler(NVML_INTERVAL_S) if cuda else (None, "no GPU")
     host_ms, step_shapes, sample = 0.0, [], {}
     for _ in range(steps):
         marks.begin()
@@ -217,6 +247,8 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         for s, m in zip(shapes, micro):
             sample.setdefault(s, m)
     summ = loop.timer.summary()
+    gpu = stop_sampler(sampler)
+    gpu_samples = sampler.samples() if sampler is not None else []
     phases = marks.phases_ms()
     step_ms = summ["step_ms"]
 
@@ -261,10 +293,10 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     breakdown = {k: {"ms": v, "pct": pct(v)} for k, v in rows.items()}
 
     bf16 = torch.cuda.is_bf16_supported() if cuda else None
-    run = {**settings_from_config(rig.cfg, device=str(dev), device_name=name, bf16_supported=bf16),
-           **summ, "cpu_count": R.usable_cpus(), "n_shapes": len(rig.shapes),
-           "padding_pct": batches.padding_pct, "recompiles": recompiles,
-           "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
+    settings = Settings.from_config(rig.cfg, device=str(dev), device_name=name, bf16_supported=bf16,
+                                    cpu_count=R.usable_cpus(), compile=step_fn.compile_mode)
+    run = {**asdict(settings), **summ, "n_shapes": len(rig.shapes), "padding_pct": batches.padding_pct,
+           "recompiles": recompiles, "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
     if cuda:
         run["h2d_pct"] = pct(h2d_ms)
         run["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + run["h2d_pct"]
@@ -273,16 +305,15 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         run["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
         run.update(dstats)
         run.pop("h2d_exposed_ms", None)
-    diag = diagnose(run)
-    not_measured = {"gpu-timeline": "myxtts profile does not sample NVML; `myxtts monitor` does"}
-    if not cuda:
-        not_measured["mfu"] = m["mfu_basis"]
+    measured = measured_from_profile(run, gpu, {} if gpu else {"gpu": f"NVML not sampled: {no_gpu}"})
+    diag = diagnose(measured)
+    not_measured = {} if cuda else {"mfu": m["mfu_basis"]}
     from myxtts.observe.report import write_report
-    report = write_report(out / "report.html", {
-        **run, **diag.as_dict(), "title": "MyXTTS profile", "not_measured": not_measured,
-        "achieved_tflops": m["achieved_tflops"], "mfu_basis": m["mfu_basis"],
-        "meta": {"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
-                 "compile": rig.cfg.train.compile, "trace": str(trace)}})
+    report = write_report(out / "report.html", measured, diag, title="MyXTTS profile",
+                          not_measured=not_measured, achieved_tflops=m["achieved_tflops"],
+                          mfu_basis=m["mfu_basis"], gpu_samples=gpu_samples,
+                          meta={"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
+                                "compile": step_fn.compile_mode, "trace": str(trace)})
     return {"device": str(dev), "device_name": name, "timing": summ["timing"] + ("" if cuda else " (CPU)"),
             "precision": rig.precision.name, "compile": rig.cfg.train.compile, "steps": steps,
             "warmup_s": warm_s, "step_ms": step_ms, "breakdown": breakdown,
@@ -291,4 +322,21 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             "median_kernel_us": run.get("median_kernel_us"), "cpu_dispatch_pct": run.get("cpu_dispatch_pct"),
             "recompiles": recompiles, "host_syncs_per_step": syncs, "host_syncs_note": sync_note,
             "flops_per_step": flops / steps, **m, "throughput": summ["throughput"],
-            "trace": str(trace), "report": str(report), "run": run, "diagnosis": diag.as_dict()}
+            "gpu": gpu, "trace": str(trace), "report": str(report), "run": run, "diagnosis": diag.as_dict()}
+
+
+# Keys of a profile's ``run`` record that are not diagnosis inputs, and those named differently.
+RECORD_ONLY = {"wall_s", "timing"}
+RENAMED = {"compute_pct": "step_pct"}
+
+
+def measured_from_profile(run: dict, gpu: dict | None = None, not_measured: dict | None = None) -> Measured:
+    """The diagnosis inputs of a profile's ``run`` record (as ``--json`` writes it), with the NVML
+    summary sampled beside the timed pass. An unknown key is an error, not a figure dropped."""
+    names = {f.name for f in fields(Settings)}
+    unknown = set(run) - names - {f.name for f in fields(Measured)} - RECORD_ONLY - set(RENAMED)
+    if unknown:
+        raise ValueError(f"unknown keys in a profile record: {', '.join(sorted(unknown))}")
+    figures = {RENAMED.get(k, k): v for k, v in run.items() if k not in names and k not in RECORD_ONLY}
+    return Measured(settings=Settings(**{k: v for k, v in run.items() if k in names}), gpu=gpu,
+                    not_measured=not_measured or {}, **figures)

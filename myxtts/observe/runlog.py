@@ -1,17 +1,22 @@
 """The training log the command line uses: ``TrainLog`` plus GPU utilisation sampled beside the
-run, TensorBoard, ``report.html`` and the closing "where the time went" summary in words."""
+run (with the warm-up compile marked apart), TensorBoard, ``report.html`` and the closing "where
+the time went" summary in words, ending in one verdict line. The full figures go to
+``summary.json`` and the report, never as raw JSON to the console."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from myxtts.config import Config
-from myxtts.observe.diagnose import INPUT_BOUND_MODERATE_PCT, settings_from_config
+from myxtts.observe.diagnose import Diagnosis, diagnose
 from myxtts.observe.format import fmt
+from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
 from myxtts.train.log import TrainLog
+
+SAMPLE_INTERVAL_S = 1.0
 
 
 class RunLog(TrainLog):
@@ -19,13 +24,12 @@ class RunLog(TrainLog):
         super().__init__(out, cfg, is_main, progress)
         self._tb = self._gpu = None
         self._tb_tried = False
+        self._compile: list[float] = []  # [start, end] of the warm-up compile, on the sampler's clock
+        self._no_gpu = "no CUDA device" if not torch.cuda.is_available() else "not rank 0"
         if is_main and torch.cuda.is_available():
-            from myxtts.observe.gpu import GpuSampler, GpuUnavailable
-
-            try:
-                self._gpu = GpuSampler(interval=1.0).start()
-            except GpuUnavailable as e:
-                self.say(f"GPU utilisation not sampled: {e}")
+            self._gpu, self._no_gpu = start_sampler(SAMPLE_INTERVAL_S)
+            if self._gpu is None:
+                self.say(f"GPU utilisation not sampled: {self._no_gpu}")
 
     def _board(self):
         """The TensorBoard writer, opened on first use (a finished run re-run writes nothing)."""
@@ -62,51 +66,85 @@ class RunLog(TrainLog):
             tb.add_audio("sample", torch.from_numpy(wav)[None], step, sample_rate=sr)
         return paths
 
-    def already_done(self, step: int) -> dict:
-        self._stop_gpu()
-        return super().already_done(step)
+    def compiling(self, k: int, n: int, elapsed: float) -> None:
+        """Marks the compile window on the sampler's clock, so its samples count as compiling."""
+        if self._gpu is not None:
+            if k == 0:
+                self._compile = [self._gpu.now()] * 2
+            elif self._compile:
+                self._compile[1] = self._gpu.now()
+        super().compiling(k, n, elapsed)
 
-    def _stop_gpu(self):
-        if self._gpu is None:
-            return None
-        self._gpu.stop()
-        gpu, self._gpu = self._gpu.summary(), None
-        return gpu
+    def already_done(self, step: int) -> dict:
+        stop_sampler(self._gpu)
+        self._gpu = None
+        return super().already_done(step)
 
     def finish(self, summary: dict) -> None:
         if not self.main:
             return
-        gpu = self._stop_gpu()
+        samples = self._gpu.samples() if self._gpu is not None else []
+        gpu = stop_sampler(self._gpu, tuple(self._compile) if self._compile else None)
+        self._gpu = None
         if gpu is not None:
             summary["gpu"] = gpu
+        m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
+        summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
-        write_report(self.out / "report.html", {
-            **settings_from_config(self.cfg), **summary, "title": f"MyXTTS run {self.out.name}",
-            "recompiles": summary.get("recompiles_after_warmup"),
-            "n_shapes": summary.get("shapes_seen")})
-        self.say(where_the_time_went(summary))
+        write_report(self.out / "report.html", m, diag, title=f"MyXTTS run {self.out.name}",
+                     gpu_samples=samples)
+        self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
             self._tb.close()
 
 
-def where_the_time_went(s: dict) -> str:
-    """The closing summary: loader vs compute vs other, throughput, recompiles."""
-    t = s.get("throughput", {})
-    lines = [f"where the time went ({s.get('steps', 0)} steps, {s.get('wall_seconds', 0):.1f} s, "
-             f"timed with {s.get('timing', '?')}, after warm-up):",
-             f"  waiting for data {fmt(s.get('data_wait_pct'))}% | host-to-device "
-             f"{fmt(s.get('h2d_pct'))}% | compute {fmt(s.get('compute_pct'))}% | other "
-             f"{fmt(s.get('other_pct'))}%",
-             f"  input-bound {fmt(s.get('input_bound_pct'))}% | step {fmt(s.get('step_ms'))} ms "
-             f"(CoV {fmt(s.get('step_cov_pct'))}%) | {fmt(t.get('frames_per_s'), '{:.0f}')} mel "
-             f"frames/s, {fmt(t.get('audio_s_per_s'))} s of audio/s",
-             f"  {s.get('shapes_seen', 0)} batch shapes, padding {fmt(s.get('padding_pct'))}%, "
-             f"recompiles after warm-up: {s.get('recompiles_after_warmup', 0)}"]
-    gpu = s.get("gpu")
-    if gpu:
-        lines.append(f"  GPU utilisation: {json.dumps(gpu, default=str)[:300]}")
-    ib = s.get("input_bound_pct")
-    if ib is not None and ib >= INPUT_BOUND_MODERATE_PCT:
-        lines.append(f"  the loop waited on data {ib:.0f}% of the time: raise data.num_workers "
-                     "(and check `myxtts bench loader`)")
+def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measured, Diagnosis]:
+    """The figures of a run's summary as diagnosis inputs, and the diagnosis."""
+    gpus = (summary.get("gpu") or {}).get("gpus") or [{}]
+    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=gpus[0].get("name", ""),
+                                    compile=summary.get("compile"), world_size=summary.get("world_size", 1))
+    m = Measured.from_summary(summary, settings)
+    if summary.get("gpu") is None and no_gpu:
+        m.not_measured["gpu"] = f"GPU utilisation not sampled: {no_gpu}"
+    return m, diagnose(m)
+
+
+def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None = None) -> str:
+    """The closing summary in words: warm-up apart from training, where the training's wall time
+    went, how busy the GPU was (NVML, GPM), throughput, and the verdict in one line."""
+    warm = (f" after {m.compile_s:.0f} s of warm-up compiling the step" if m.compile_s else "")
+    lines = [f"where the time went: {fmt(m.steps, '{}', '0')} steps in {fmt(m.train_s, '{:.1f}')} s "
+             f"of training{warm} (timed with {s.get('timing', '?')}, after each shape's first step):",
+             f"  waiting for data {fmt(m.data_wait_pct)} % | host-to-device {fmt(m.h2d_pct)} % | "
+             f"step (host + GPU) {fmt(m.step_pct)} % | other {fmt(m.other_pct)} %"]
+    u, sm = m.util(), m.sm()
+    if m.only_compiled():
+        lines.append(f"  GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
+                     "the GPU waits for the compiler meanwhile" + _compiling_note(m))
+    elif u:
+        gpm = f"; GPM SM active {sm['mean']:.0f} %" if sm else ""
+        lines.append(f"  GPU busy {u['mean']:.0f} % of the training time (NVML utilisation{gpm}), "
+                     f"{u['verdict']}" + _compiling_note(m))
+    else:
+        lines.append("  GPU busy: " + m.not_measured.get("gpu", "not measured") + _compiling_note(m))
+    t = m.throughput
+    lines.append(f"  step {fmt(m.step_ms)} ms (CoV {fmt(m.step_cov_pct)} %) | "
+                 f"{fmt(t.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
+                 f"{fmt(t.get('audio_s_per_s'), '{:,.1f}')} s of audio/s | input-bound {fmt(m.input_bound_pct)} %")
+    mem = ""
+    if s.get("peak_memory_gib") is not None:
+        mem = f"; peak memory {s['peak_memory_gib']:.1f} GiB" + (
+            f" ({m.mem_peak_pct:.0f} % of the GPU by NVML)" if m.mem_peak_pct is not None else "")
+    lines.append(f"  {fmt(m.n_shapes, '{}', '0')} batch shapes, padding {fmt(m.padding_pct)} %, "
+                 f"recompiles after warm-up: {fmt(m.recompiles, '{}', '0')}{mem}")
+    lines.append(f"verdict: {diag.headline()}")
+    if out is not None:
+        lines.append(f"  all figures and findings: {out / 'summary.json'}, {out / 'report.html'}")
     return "\n".join(lines)
+
+
+def _compiling_note(m: Measured) -> str:
+    comp = (m.gpu or {}).get("compiling")
+    if not comp:
+        return ""
+    return f"; {comp['samples']} samples taken while compiling counted apart"

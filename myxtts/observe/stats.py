@@ -1,10 +1,10 @@
 """Summaries of a utilisation series (NVML ``utilization.gpu``, GPM SM activity) and a verdict.
 
-A mean alone hides the failure that cost the reference system months: a GPU swinging between 2 %
-and 40 % has the same mean as one sitting at 21 %, and the two have different causes. So every
-series is summarised by its level (mean, p5, median), its spread (standard deviation and
-coefficient of variation, design.md §5 "oscillation"), and the share of time spent below 50 %,
-and reduced to one verdict whose thresholds are printed next to it.
+A mean alone hides a costly failure: a GPU swinging between 2 % and 40 % has the same mean as one
+sitting at 21 %, and the two have different causes. So every series is summarised by its level
+(mean, p5, median), its spread (standard deviation and coefficient of variation, docs/design.md
+"Oscillation"), and the share of time spent below 50 %, and reduced to one verdict whose
+thresholds are printed next to it.
 
 Verdicts, checked in this order (the first that matches wins):
 
@@ -12,8 +12,8 @@ Verdicts, checked in this order (the first that matches wins):
                   training on the wrong device). Checked first because noise on a near-zero
                   series has a huge CoV and would otherwise read as "oscillating".
 * ``oscillating`` CoV > 25 % and standard deviation >= 8 points: the GPU alternates between
-                  working and waiting. 25 % is where the reference system's "2-40 %" swings sit
-                  far above (CoV ~ 55-60 %) while a healthy run at 95 +- 3 % sits far below
+                  working and waiting. 25 % is where uniform swings between 2 % and 40 % sit
+                  far above (CoV ~ 52 %) while a healthy run at 95 +- 3 % sits far below
                   (~ 3 %). The absolute floor of 8 points stops a flat 10 +- 3 % series (CoV 30 %)
                   from being called oscillating: it is starved, not swinging. Oscillation is
                   checked before starvation because it is the more specific signature: something

@@ -85,6 +85,17 @@ class TrainLog:
                 parts.append(spec.format(rec[key]))
         self._line(step, parts)
 
+    def compiling(self, k: int, n: int, elapsed: float) -> None:
+        """Progress of the warm-up compile: ``k`` of ``n`` batch shapes done after ``elapsed``
+        seconds (``k == 0``: starting). The GPU waits for the compiler meanwhile; saying so, with
+        an estimate of the time left, keeps a silent GPU from reading as a hung run."""
+        if k == 0:
+            self.say(f"compiling the step for shape 1 of {n} (the GPU waits for the compiler meanwhile)")
+            return
+        left = f", about {elapsed / k * (n - k):.0f} s left" if k < n else ""
+        more = f"; compiling shape {k + 1} of {n}" if k < n else ""
+        self.say(f"compiled shape {k} of {n}, {elapsed:.0f} s elapsed{left}{more}")
+
     def scalars(self, step: int, values: dict) -> None:
         if self.main and "val_loss" in values:
             self._write({"step": step, "loss": None, **values})

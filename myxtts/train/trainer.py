@@ -85,13 +85,9 @@ def _compile_up_front(run: Run, log) -> dict:
     log.say(f"compiling the step for {n} batch shapes (kernels cached in "
             f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR')})")
 
-    def progress(k: int, n: int, elapsed: float) -> None:
-        left = elapsed / k * (n - k)
-        log.say(f"compiling shapes {k}/{n}, {elapsed:.0f} s" + (f", about {left:.0f} s left"
-                                                               if k < n else ""))
-
     hits0, misses0 = cache_hits()
-    seconds = compile_shapes(run, progress)
+    log.compiling(0, n, 0.0)
+    seconds = compile_shapes(run, log.compiling)
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
     log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} graph(s) loaded, "

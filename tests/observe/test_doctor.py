@@ -1,8 +1,15 @@
 """`myxtts doctor` on the CPU: exit 0, checks that apply, findings ranked with actions."""
 import json
 
+import pytest
+import torch
+
 from myxtts.cli import main
+from myxtts.config import load
+from myxtts.observe import doctor as D
 from myxtts.observe import probes as rig
+from myxtts.observe.diagnose import budget_to_fill
+from myxtts.observe.measured import Measured, Settings
 
 from ..train.conftest import FAST
 from .test_profile import observe_cache  # noqa: F401 (fixture)
@@ -30,6 +37,7 @@ def test_doctor_json_has_ranked_findings(observe_cache, capsys):  # noqa: F811
     step = next(c for c in r["checks"] if c["name"] == "step test")
     assert step["status"] == "ok"
     assert r["measurements"]["step_ms"] > 0 and r["measurements"]["padding_pct"] is not None
+    assert not any(x["rule"] == "memory" for x in f)  # GPU memory is a GPU machine's question
 
 
 def test_doctor_names_the_workers_a_slow_loader_needs(observe_cache, capsys, monkeypatch):  # noqa: F811
@@ -50,3 +58,33 @@ def test_doctor_without_a_cache_still_checks_and_a_bad_path_is_a_usage_error(tmp
     assert "need a cache" in out and "findings" in out
     assert main(["doctor", "--config", "tiny", "--data", str(tmp_path / "nope")]) == 2
     assert f"{tmp_path / 'nope'}: no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("peak_pct, flagged", [(7.2, True), (60.0, False)])
+def test_doctor_flags_a_frame_budget_that_leaves_gpu_memory_unused(observe_cache, monkeypatch, peak_pct,  # noqa: F811
+                                                                   flagged):
+    # A CUDA machine, injected: the environment check finds an 80 GB GPU and the step test's
+    # largest batch peaks at `peak_pct` of it (7 % is what the base preset used on the H100).
+    def environment(doc, cfg):
+        doc.m.update(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
+        return torch.device("cuda", 0)
+
+    def step_test(doc, cfg, data):
+        doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=peak_pct)
+        return {"step_ms": 90.0, "frames_per_s": 1e5}, None
+
+    monkeypatch.setattr(D, "environment", environment)
+    monkeypatch.setattr(D, "step_test", step_test)
+    for name in ("host", "loader_test", "disk"):
+        monkeypatch.setattr(D, name, lambda *a, **k: None)
+    cfg = load("tiny", FAST)
+    r = D.doctor(cfg, observe_cache)
+    memory = [f for f in r["findings"] if f["rule"] == "memory"]
+    if not flagged:
+        assert memory == []
+        return
+    (f,) = memory
+    want = budget_to_fill(Measured(settings=Settings(frame_budget=cfg.data.frame_budget), mem_peak_pct=peak_pct))
+    assert want > 10 * cfg.data.frame_budget
+    assert f"`data.frame_budget={want}`" in f["action"] and "`myxtts tune` aims for" in f["action"]
+    assert f"7 % of the GPU at data.frame_budget={cfg.data.frame_budget} (< 25 %)" in f["evidence"]

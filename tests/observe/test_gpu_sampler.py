@@ -3,7 +3,16 @@ import time
 import pytest
 
 from myxtts.errors import UserError
-from myxtts.observe.gpu import GpuSampler, GpuUnavailable, decode_throttle, read_csv, summarize_gpu, write_csv
+from myxtts.observe.gpu import (
+    GpuSample,
+    GpuSampler,
+    GpuUnavailable,
+    decode_throttle,
+    read_csv,
+    summarize_gpu,
+    summarize_samples,
+    write_csv,
+)
 
 from .fake_nvml import FakeNvml, NVMLError_LibraryNotFound
 
@@ -95,3 +104,15 @@ def test_samples_since_and_the_memory_cap(monkeypatch):
     for _ in range(10):
         s._tick()
     assert len(s.samples()) <= 4 and s.seq() == seq + 12
+
+
+def test_samples_inside_the_compile_window_are_counted_apart():
+    # 100 s at 0 % while compiling, then 100 s of training at ~95 %: the training reads steady,
+    # not oscillating, and the compile window is summarised on its own.
+    samples = [GpuSample(t=float(t), gpu=0, util=0.0 if t < 100 else 95.0 + (t % 3)) for t in range(200)]
+    whole = summarize_samples(samples, 1.0)
+    assert whole["gpus"][0]["util"]["verdict"] == "oscillating" and "compiling" not in whole
+    split = summarize_samples(samples, 1.0, compiling=(0.0, 99.5))
+    g = split["gpus"][0]
+    assert g["util"]["verdict"] == "steady" and g["util"]["n"] == 100
+    assert split["compiling"] == {"from_s": 0.0, "to_s": 99.5, "seconds": 99.5, "samples": 100, "util_mean": 0.0}

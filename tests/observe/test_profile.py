@@ -51,16 +51,25 @@ def test_profile_on_cpu_prints_breakdown_writes_trace_and_classifies(observe_cac
     assert r["diagnosis"]["bound"] == "cpu" and r["top"]
 
 
-def _ev(name, start, end):
-    return SimpleNamespace(name=name, device_type=DeviceType.CUDA,
-                           time_range=SimpleNamespace(start=start, end=end))
+def _ev(name, start, end, kind=None, annotation=False):
+    return SimpleNamespace(name=name, device_type=DeviceType.CUDA, activity_type=kind,
+                           is_user_annotation=annotation, time_range=SimpleNamespace(start=start, end=end))
 
 
-def test_device_stats_from_kernel_intervals():
+@pytest.mark.parametrize("typed", [True, False], ids=["activity-type", "older-torch"])
+def test_device_stats_count_kernels_only(typed):
     # Two steps: kernels busy 0-40 and 50-90 us (two overlapping on streams), a copy 30-60 us of
-    # which 50-60 overlaps a kernel, and a host op that must be ignored.
-    events = [_ev("gemm", 0, 30), _ev("gemm", 10, 40), _ev("softmax", 50, 90),
-              _ev("Memcpy HtoD (Pinned -> Device)", 30, 60), _ev("Memset (Device)", 95, 96),
+    # which 50-60 overlaps a kernel, a memset, and what must not count as GPU work: the
+    # record_function range the profiler mirrors onto the GPU timeline (spanning both steps, as
+    # `myxtts/forward+loss` did in the real H100 trace), a ProfilerStep range, a stream sync and
+    # a host op.
+    def ev(name, a, b, kind):
+        return _ev(name, a, b, kind if typed else None, annotation=kind == "gpu_user_annotation")
+
+    events = [ev("gemm", 0, 30, "kernel"), ev("gemm", 10, 40, "kernel"), ev("softmax", 50, 90, "kernel"),
+              ev("Memcpy HtoD (Pinned -> Device)", 30, 60, "gpu_memcpy"), ev("Memset (Device)", 95, 96, "gpu_memset"),
+              ev("myxtts/forward+loss", 0, 100, "gpu_user_annotation"),
+              ev("ProfilerStep#3", 0, 100, "gpu_user_annotation"), ev("Stream Sync", 90, 100, "cuda_sync"),
               SimpleNamespace(name="aten::mm", device_type=DeviceType.CPU,
                               time_range=SimpleNamespace(start=0, end=500))]
     s = _device_stats(SimpleNamespace(events=lambda: events), steps=2, step_ms=0.05)

@@ -1,3 +1,4 @@
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -5,7 +6,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from myxtts.observe.gpu import GpuSample, summarize_gpu
+from myxtts.observe.diagnose import Diagnosis, Finding
+from myxtts.observe.gpu import GpuSample, summarize_samples
+from myxtts.observe.measured import Measured
 from myxtts.observe.report import render, write_report
 
 from . import synthetic_runs as runs
@@ -43,14 +46,17 @@ class Sections(HTMLParser):
 
 
 def full_run():
-    run = runs.data_starved()[0]
-    samples = [GpuSample(t=i * 0.5, gpu=0, util=u, sm_active=u * 0.7) for i, u in enumerate(run.pop("gpu_util"))]
-    run.update(title="tiny on Fake H100 <test>", meta={"config": "configs/tiny.yaml", "steps": 300},
-               gpu_samples=samples, gpu={"gpus": [summarize_gpu(samples, index=0, name="Fake H100")]},
-               mfu_pct=12.5, mfu_basis="H100 SXM dense bf16 989 TFLOP/s", achieved_tflops=123.6,
-               throughput={"frames_per_s": 52000.0, "audio_s_per_s": 603.7, "samples_per_s": 71.0},
-               step_ms=118.0, step_cov_pct=4.0)
-    return run
+    """A measured run and the page extras for it."""
+    m = runs.input_bound()[0]
+    rng = [30.0 + (i % 7) - 3 for i in range(240)]
+    samples = [GpuSample(t=i * 0.5, gpu=0, util=u, sm_active=u * 0.7) for i, u in enumerate(rng)]
+    m = dataclasses.replace(
+        m, gpu_util=None, gpu=summarize_samples(samples, 0.5, {0: ("Fake H100", "")}), mfu_pct=12.5,
+        throughput={"frames_per_s": 52000.0, "audio_s_per_s": 603.7, "samples_per_s": 71.0},
+        step_ms=118.0, step_cov_pct=4.0, compile_s=42.0)
+    page = dict(title="tiny on Fake H100 <test>", meta={"config": "configs/tiny.yaml", "steps": 300},
+                gpu_samples=samples, mfu_basis="H100 SXM dense bf16 989 TFLOP/s", achieved_tflops=123.6)
+    return m, page
 
 
 def parse(html):
@@ -60,18 +66,21 @@ def parse(html):
 
 
 def test_every_section_is_present_with_a_plot_where_data_exists():
-    p = parse(render(full_run()))
+    m, page = full_run()
+    p = parse(render(m, **page))
     assert list(p.text) == SECTIONS
     for sid in ("gpu-timeline", "step-time", "input-bound", "mfu", "padding"):
         assert p.svgs.get(sid), sid
     assert "not measured" not in "".join(p.text.values())
     assert "data.num_workers=6" in p.text["findings"]
     assert "starved" in p.text["gpu-timeline"] and "52,000.0" in p.text["throughput"]
+    assert "Warm-up (compiling the step): 42.0 s" in p.text["step-time"]
+    assert "step (host + GPU) 44.0 %" in p.text["input-bound"]
     assert p.external == []  # self-contained: no CDN, no linked files
 
 
 def test_missing_data_says_not_measured_with_the_reason():
-    html = render({"not_measured": {"gpu-timeline": "no NVIDIA GPU on this machine"}})
+    html = render(Measured(not_measured={"gpu-timeline": "no NVIDIA GPU on this machine"}))
     p = parse(html)
     assert list(p.text) == SECTIONS
     assert "not measured (no NVIDIA GPU on this machine)" in p.text["gpu-timeline"]
@@ -81,20 +90,21 @@ def test_missing_data_says_not_measured_with_the_reason():
 
 
 def test_text_is_escaped(tmp_path):
-    path = write_report(tmp_path / "r" / "report.html", full_run())
+    m, page = full_run()
+    path = write_report(tmp_path / "r" / "report.html", m, **page)
     html = path.read_text()
     assert "&lt;test&gt;" in html and "<test>" not in html
 
 
 def test_precomputed_findings_are_used_as_given():
-    html = render({"bound": "input-bound", "reason": "given", "findings": [
-        {"severity": "high", "title": "T", "evidence": "E", "action": "`data.num_workers=9`"}]})
+    html = render(Measured(), Diagnosis("input-bound", "given", [Finding("high", "T", "E", "`data.num_workers=9`")]))
     assert "<code>data.num_workers=9</code>" in html and "given" in html
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed")
 def test_renders_in_headless_chromium(tmp_path):
-    page = write_report(tmp_path / "report.html", full_run())
+    m, extra = full_run()
+    page = write_report(tmp_path / "report.html", m, **extra)
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     f"--screenshot={shot}", "--window-size=1000,2400", page.as_uri()],
@@ -104,6 +114,6 @@ def test_renders_in_headless_chromium(tmp_path):
 
 
 def test_series_without_timestamps_shows_statistics_only():
-    p = parse(render({"gpu_util": [30.0, 31.0, 29.0, 30.0]}))
+    p = parse(render(Measured(gpu_util=[30.0, 31.0, 29.0, 30.0])))
     assert "not measured (no GPU samples were recorded)" in p.text["gpu-timeline"]
     assert "starved" in p.text["gpu-timeline"] and not p.svgs

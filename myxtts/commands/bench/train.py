@@ -40,6 +40,7 @@ import torch
 from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
 from myxtts.errors import UserError
+from myxtts.train.precision import sync
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
 MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
@@ -111,12 +112,6 @@ def fixed_batches(cfg: Config, cache, device: torch.device):
 
 
 # ------------------------------------------------------------------------------------ modes
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, peak_name: str) -> dict:
     from myxtts.observe.flops import mfu
     from myxtts.train.step import compiled_graphs

@@ -1,0 +1,193 @@
+"""The figures a diagnosis reads, typed: ``Settings`` (what the run was asked to do) and
+``Measured`` (what was measured, plus its settings).
+
+Every field is optional, because each command measures a different subset (``myxtts profile``
+has kernel statistics, the trainer has NVML samples over the whole run, ``myxtts doctor`` has a
+few eager steps), and a rule whose inputs are missing stays silent. A misspelt field, though, is
+a ``TypeError`` where the object is built, not a rule that silently never fires.
+
+The derived figures that several rules and reports need live here once: the NVML series the
+verdict reads (the least busy GPU that trains), the GPU busy share with its cross-check between
+the profiler and NVML, the GPUs left idle beside busy ones, and whether the run did anything but
+compile.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from myxtts.observe.stats import IDLE_MEAN_PCT, summarize
+
+# The profiler's kernel-busy share and NVML's utilisation measure the same thing in two ways;
+# further apart than this, one of them counts something it should not (see GpuBusy).
+BUSY_DISAGREE_PTS = 25.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str = ""                # "cuda:0", "cpu"
+    device_name: str = ""
+    bf16_supported: bool | None = None
+    cpu_count: int | None = None
+    num_workers: int | None = None
+    prefetch_factor: int | None = None
+    pin_memory: bool | None = None
+    on_the_fly: bool | None = None
+    frame_budget: int | None = None
+    pad_multiple: int | None = None
+    max_buckets: int | None = None
+    compile: str | None = None      # the mode the run resolved to: off, default, cudagraphs, ...
+    precision: str | None = None
+    grad_accum: int | None = None
+    log_every: int | None = None
+    world_size: int = 1
+
+    @classmethod
+    def from_config(cls, cfg, *, device: str = "", device_name: str = "", bf16_supported=None,
+                    cpu_count: int | None = None, compile: str | None = None, world_size: int = 1) -> Settings:
+        """The settings of a ``myxtts.config.Config``; ``compile`` is the resolved mode when known."""
+        d, t = cfg.data, cfg.train
+        return cls(device=device, device_name=device_name, bf16_supported=bf16_supported,
+                   cpu_count=cpu_count or os.cpu_count() or 1, num_workers=d.num_workers,
+                   prefetch_factor=d.prefetch_factor, pin_memory=d.pin_memory, on_the_fly=d.on_the_fly,
+                   frame_budget=d.frame_budget, pad_multiple=d.pad_multiple, max_buckets=d.max_buckets,
+                   compile=compile or t.compile, precision=t.precision, grad_accum=t.grad_accum,
+                   log_every=t.log_every, world_size=world_size)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class GpuBusy:
+    """The GPU busy share the verdict uses, where it came from, and a sentence when two
+    measurements of it disagree."""
+    pct: float
+    basis: str
+    note: str = ""
+
+
+@dataclass
+class Measured:
+    settings: Settings = field(default_factory=Settings)
+    # step timing (StepTimer.summary()); step_pct is the CUDA-event time from the start to the
+    # end of each step over wall time: host launching and GPU work together, not GPU busy time
+    steps: int | None = None
+    step_ms: float | None = None
+    step_cov_pct: float | None = None
+    input_bound_pct: float | None = None
+    data_wait_pct: float | None = None
+    h2d_pct: float | None = None
+    step_pct: float | None = None
+    other_pct: float | None = None
+    step_by_shape: dict = field(default_factory=dict)
+    throughput: dict = field(default_factory=dict)  # frames_per_s, audio_s_per_s, samples_per_s
+    # GPU sampling: a GpuSampler.summary(), or bare series (a list of % or a stats dict)
+    gpu: dict | None = None
+    gpu_util: dict | list | None = None
+    sm_active: dict | list | None = None
+    # profiler
+    gpu_busy_pct: float | None = None      # union of kernel intervals / step time
+    kernels_per_step: float | None = None
+    median_kernel_us: float | None = None
+    cpu_dispatch_pct: float | None = None  # host time inside the step call / step time
+    # the run
+    recompiles: int | None = None
+    n_shapes: int | None = None
+    host_syncs_per_step: float | None = None
+    padding_pct: float | None = None
+    mfu_pct: float | None = None
+    mem_peak_pct: float | None = None
+    compile_s: float | None = None         # warm-up spent compiling, before the first timed step
+    train_s: float | None = None           # wall time after the compile (the timer's warm-up steps included)
+    not_measured: dict = field(default_factory=dict)  # {section: reason}
+
+    def __post_init__(self):
+        self.gpu_util = _stats(self.gpu_util)
+        self.sm_active = _stats(self.sm_active)
+
+    # ------------------------------------------------------------------------------ builders
+    @classmethod
+    def from_summary(cls, s: dict, settings: Settings) -> Measured:
+        """A training run's ``summary.json`` (``train.loop.fit`` plus the log's GPU summary).
+
+        A summary without ``compile_s`` whose every step was the first of its batch shape (no
+        step was timed after warm-up) spent its time compiling: the whole run is counted so."""
+        compile_s, train_s = s.get("compile_s"), s.get("wall_seconds")
+        nm = {}
+        if (compile_s is None and settings.compile not in (None, "off") and s.get("step_ms") is None
+                and s.get("steps") is not None and s["steps"] <= (s.get("shapes_seen") or 0)):
+            compile_s, train_s = train_s, 0.0
+            nm["compile"] = "every step was the first of its shape: the whole run was warm-up"
+        return cls(settings=settings, steps=s.get("steps"), step_ms=s.get("step_ms"),
+                   step_cov_pct=s.get("step_cov_pct"), input_bound_pct=s.get("input_bound_pct"),
+                   data_wait_pct=s.get("data_wait_pct"), h2d_pct=s.get("h2d_pct"),
+                   step_pct=s.get("compute_pct"), other_pct=s.get("other_pct"),
+                   step_by_shape=s.get("step_by_shape") or {}, throughput=s.get("throughput") or {},
+                   gpu=s.get("gpu"),
+                   recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
+                   padding_pct=s.get("padding_pct"), mem_peak_pct=nvml_memory_pct(s.get("gpu")),
+                   compile_s=compile_s, train_s=train_s, not_measured=nm)
+
+    # ------------------------------------------------------------------------ derived figures
+    def _gpus(self, key: str) -> list[dict]:
+        return [g for g in (self.gpu or {}).get("gpus", []) if g.get(key)]
+
+    def _least_busy(self, key: str) -> dict | None:
+        """Among GPUs that work, the least busy (it sets the pace under DDP); GPUs idle beside
+        busy ones are a finding of their own (``idle_gpus``), not the run's utilisation."""
+        gpus = self._gpus(key)
+        working = [g for g in gpus if g[key]["mean"] >= IDLE_MEAN_PCT] or gpus
+        return min((g[key] for g in working), key=lambda u: u["mean"], default=None)
+
+    def util(self) -> dict | None:
+        """NVML utilization.gpu statistics of the run."""
+        return self.gpu_util if self.gpu_util is not None else self._least_busy("util")
+
+    def sm(self) -> dict | None:
+        """GPM SM-activity statistics of the run."""
+        return self.sm_active if self.sm_active is not None else self._least_busy("sm_active")
+
+    def idle_gpus(self) -> tuple[list[dict], list[dict]]:
+        """(idle, busy) GPU summaries when some sampled GPUs idle while others work."""
+        gpus = self._gpus("util")
+        idle = [g for g in gpus if g["util"]["mean"] < IDLE_MEAN_PCT]
+        busy = [g for g in gpus if g["util"]["mean"] >= IDLE_MEAN_PCT]
+        return (idle, busy) if idle and busy else ([], [])
+
+    def busy(self) -> GpuBusy | None:
+        """The GPU busy share: the profiler's kernel time per step where there is one, NVML's
+        utilisation mean otherwise. Where both exist and differ by more than BUSY_DISAGREE_PTS,
+        NVML wins: the driver samples it independently of what a profiler counts as a kernel
+        (an annotation range or a copy mistaken for one inflates the profile, never NVML)."""
+        u, prof = self.util(), self.gpu_busy_pct
+        if prof is None:
+            return GpuBusy(u["mean"], "NVML utilization.gpu mean") if u else None
+        if u is None or abs(prof - u["mean"]) <= BUSY_DISAGREE_PTS:
+            return GpuBusy(prof, "profiled kernel time / step time")
+        sm = self.sm()
+        gpm = f", GPM SM active {sm['mean']:.0f} %" if sm else ""
+        return GpuBusy(u["mean"], "NVML utilization.gpu mean",
+                       f"the profile's kernel time says {prof:.0f} % busy and NVML says {u['mean']:.0f} %"
+                       f"{gpm}; they differ by more than {BUSY_DISAGREE_PTS:g} points, so the verdict uses "
+                       "NVML, which the driver samples on its own while the profile depends on what it "
+                       "counts as a kernel")
+
+    def only_compiled(self) -> bool:
+        """The run spent its time compiling: warm-up happened and no step was timed after it."""
+        return bool(self.compile_s) and self.step_ms is None
+
+
+def _stats(v) -> dict | None:
+    if v is None or isinstance(v, dict):
+        return v
+    s = summarize(v)
+    return s.as_dict() if s else None
+
+
+def nvml_memory_pct(gpu: dict | None) -> float | None:
+    """Peak memory used on the busiest-memory GPU, % of its total, from a GpuSampler summary."""
+    pcts = [100.0 * g["mem_used_max_mib"] / g["mem_total_mib"] for g in (gpu or {}).get("gpus", [])
+            if g.get("mem_used_max_mib") is not None and g.get("mem_total_mib")]
+    return max(pcts, default=None)
