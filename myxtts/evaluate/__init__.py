@@ -29,5 +29,5 @@ def require() -> None:
     """Raise a one-line error naming what to install when the eval extra is absent."""
     absent = missing()
     if absent:
-        raise EvalExtraMissing(f"evaluation needs {', '.join(absent)}, which is not installed; "
-                               f"install the eval extra: {INSTALL_HINT}")
+        raise EvalExtraMissing(f"evaluation needs the eval extra (missing: {', '.join(absent)}): "
+                               f"{INSTALL_HINT}")
