@@ -28,12 +28,13 @@ class TrainingEval:
         self.first = True
 
     def __call__(self, step: int, model, cache) -> dict:
-        if self.listener is None:
-            self.listener = Listener(self.asr_model, threads=torch.get_num_threads())
         t0 = time.perf_counter()
         device = next(model.parameters()).device
-        # Forked RNG: evaluating must not shift the training run's random stream (exact resume).
+        # Forked RNG: evaluating must not shift the training run's random stream (exact resume);
+        # building the speaker encoder draws from it too (its layers initialise before loading).
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            if self.listener is None:
+                self.listener = Listener(self.asr_model, threads=torch.get_num_threads())
             result = evaluate(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), cache,
                               plan(cache, self.n), griffin_lim_vocoder(self.cfg.audio), self.listener,
                               ground_truth=self.first, log=lambda _: None)

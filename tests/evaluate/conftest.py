@@ -20,8 +20,8 @@ TINY = ["model.d_model=64", "model.n_heads=2", "model.text_layers=1", "model.dec
         "model.ref_channels=32", "model.prenet_dim=32", "model.postnet_channels=32",
         "model.postnet_layers=2", "model.n_latents=4", "model.max_decoder_steps=30",
         "data.frame_budget=1200", "data.pad_multiple=16", "data.max_buckets=2", "data.num_workers=0",
-        "train.compile=off", "train.warmup_steps=2", "train.log_every=1", "train.val_every=1000",
-        "train.sample_every=1000"]
+        "train.compile=off", "train.deterministic=true", "train.warmup_steps=2", "train.log_every=1",
+        "train.val_every=1000", "train.sample_every=1000"]
 
 
 def lj_text(uid: str) -> str:
@@ -51,13 +51,16 @@ def short_val_cache(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="session")
-def tiny_run(short_val_cache, tmp_path_factory):
-    """A tiny model trained 2 steps, evaluating itself at step 2 (train.eval_every)."""
-    out = tmp_path_factory.mktemp("run") / "run"
+def train_tiny(cache, out, *overrides):
     r = subprocess.run([sys.executable, "-m", "myxtts", "train", "--config", "tiny", "--data",
-                        str(short_val_cache), "--out", str(out), "--no-progress", *TINY,
-                        "train.max_steps=2", "train.eval_every=2"],
+                        str(cache), "--out", str(out), "--no-progress", *TINY, *overrides],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    return out, r.stderr
+    return r.stderr
+
+
+@pytest.fixture(scope="session")
+def tiny_run(short_val_cache, tmp_path_factory):
+    """A tiny model trained 3 steps, evaluating itself at step 2 (train.eval_every)."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    return out, train_tiny(short_val_cache, out, "train.max_steps=3", "train.eval_every=2")

@@ -6,7 +6,7 @@ import sys
 from myxtts import cli
 from myxtts.evaluate.evaluation import FIGURES, plan
 
-from .conftest import ROOT
+from .conftest import ROOT, train_tiny
 
 
 def test_eval_writes_every_figure_and_a_page_with_audio(tiny_run, short_val_cache, tmp_path):
@@ -17,7 +17,7 @@ def test_eval_writes_every_figure_and_a_page_with_audio(tiny_run, short_val_cach
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     report = json.loads((out / "eval.json").read_text())
-    assert report["sentences"] == 1 and report["step"] == 2
+    assert report["sentences"] == 1 and report["step"] == 3
     for key in FIGURES:
         assert key in report
     # single speaker: the mismatched-voice figure is missing, and says why
@@ -38,14 +38,22 @@ def test_eval_writes_every_figure_and_a_page_with_audio(tiny_run, short_val_cach
     assert "WER, synthesized" in r.stdout
 
 
-def test_training_logs_periodic_eval(tiny_run):
+def _records(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_val_cache, tmp_path):
     run, stderr = tiny_run
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    evals = [x for x in recs if "eval_wer" in x]
+    evals = [x for x in _records(run) if "eval_wer" in x]
     assert [x["step"] for x in evals] == [2]
     assert evals[0]["eval_wer_ground_truth"] <= 0.25 and evals[0]["eval_wer"] >= 0.9
     assert "step 2: held-out WER" in stderr
     assert list((run / "tensorboard").glob("events.*"))
+    # the step after an evaluation trains exactly as it would have without one
+    train_tiny(short_val_cache, tmp_path / "plain", "train.max_steps=3")
+    losses = [{x["step"]: x["loss"] for x in _records(r) if x.get("loss") is not None}
+              for r in (run, tmp_path / "plain")]
+    assert sorted(losses[0]) == [1, 2, 3] and losses[0] == losses[1]
 
 
 def test_without_the_extra_says_what_to_install(monkeypatch, capsys, tmp_path):
