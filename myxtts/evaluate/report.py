@@ -106,8 +106,9 @@ def render(result: Result, meta: dict) -> str:
             f"<table><tr><th>text</th><td>{escape(row['text'])}</td></tr>"
             f"<tr><th>heard</th><td>{escape(row['transcript'])} <span class='small'>(WER "
             f"{figure_text(row['wer'], 'pct')})</span></td></tr>"
-            + (f"<tr><th>heard in the recording</th><td>{escape(row['transcript_ground_truth'] or '')}</td></tr>"
-               if "transcript_ground_truth" in row else "")
+            + "".join(f"<tr><th>heard in the {name}</th><td>{escape(row[key] or '')}</td></tr>"
+                      for key, name in (("transcript_ground_truth", "recording"),
+                                        ("transcript_copy_synthesis", "copy synthesis")) if key in row)
             + f"<tr><th>length</th><td>{row['seconds']:.2f} s vs {row['seconds_ground_truth']:.2f} s "
             f"recorded; {status}</td></tr></table>"
             + _player("synthesized", row.get("wav"))
