@@ -130,6 +130,8 @@ class TrainConfig:
     keep_last: int = _f(3, lo=1)
     val_every: int = _f(1000, lo=1)
     sample_every: int = _f(5000, lo=1)
+    eval_every: int = _f(0, lo=0, help="acoustic stage: score 8 held-out sentences with an offline ASR "
+                                       "(WER/CER) every N steps; needs pip install 'myxtts[eval]'; 0: off")
     max_nonfinite: int = _f(20, lo=1, help="consecutive skipped steps before giving up")
 
 

@@ -30,7 +30,12 @@ def _cmd(args) -> int:
     cfg = run_config(args)
     progress = not args.no_progress and sys.stderr.isatty()
     fn = train_vocoder if args.stage == "vocoder" else train
-    summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog)
+    extra = {}
+    if fn is train and cfg.train.eval_every:
+        from myxtts.evaluate.periodic import TrainingEval  # the optional eval extra
+
+        extra["evaluate"] = TrainingEval(cfg)
+    summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, **extra)
     return EXIT_STOPPED if summary.get("stopped") else EXIT_OK
 
 

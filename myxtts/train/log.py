@@ -101,6 +101,18 @@ class TrainLog:
             self._write({"step": step, "loss": None, **values})
             self.say(f"step {step}: validation loss {values['val_loss']:.4f}")
 
+    def evaluation(self, step: int, figures: dict) -> None:
+        """Periodic evaluation figures (``train.eval_every``): a metrics.jsonl line and scalars."""
+        if not self.main:
+            return
+        self._write({"step": step, "loss": None, **figures})
+        self.scalars(step, figures)
+        wer, cer = figures.get("eval_wer"), figures.get("eval_cer")
+        if wer is not None:
+            took = figures.get("eval_seconds")
+            self.say(f"step {step}: held-out WER {100 * wer:.1f}%, CER {100 * (cer or 0):.1f}%"
+                     + (f" (evaluated in {took:.0f} s)" if took is not None else ""))
+
     def sample(self, step: int, core, cache, cfg: Config) -> dict:
         """Synthesize the fixed sentence into RUN/samples/step-N/ (wav, mel and attention)."""
         from myxtts.train.samples import write_sample

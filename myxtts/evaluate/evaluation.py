@@ -1,0 +1,232 @@
+"""Speak a cache's held-out sentences and measure what comes out.
+
+Each held-out (val) sentence is synthesized in its own speaker's voice: the reference is
+another utterance of that speaker, cropped to ``data.ref_seconds`` as in training. Then:
+
+- **intelligibility**: WER and CER of an offline ASR's transcript of the output against the
+  text, and, as the ceiling to compare with, the same ASR on the ground-truth recording and on
+  *copy synthesis* (the ground-truth mel through the same mel-to-audio inversion);
+- **voice**: the cosine of speaker embeddings between the output and its reference, next to the
+  same with a reference of another speaker (a model that clones voices scores the first
+  higher);
+- **robustness**: the share of sentences that stopped on their own before
+  ``model.max_decoder_steps``, output duration over ground-truth duration, and the real-time
+  factor (synthesis wall time over audio seconds, mel-to-audio included).
+
+A figure that cannot be measured (a single-speaker corpus has no mismatched voice; a cache
+without waveforms whose source audio is gone has no recordings) is ``None``, with the reason in
+``not_measured``.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from myxtts import audio
+from myxtts.data.dataset import ref_frames_for
+from myxtts.errors import UserError
+from myxtts.evaluate import metrics, require
+from myxtts.evaluate.asr import Recognizer
+from myxtts.evaluate.speaker import SpeakerEncoder, cosine
+
+Vocode = Callable[[torch.Tensor], np.ndarray]  # (T, n_mels) log-mel → (T * hop,) waveform
+
+# The summary's figures, in the order reports list them.
+FIGURES = ("wer", "cer", "wer_ground_truth", "cer_ground_truth", "wer_copy_synthesis",
+           "cer_copy_synthesis", "speaker_cosine", "speaker_cosine_mismatched", "stopped_share",
+           "duration_ratio", "rtf")
+
+
+@dataclass
+class Sentence:
+    """One held-out utterance and the utterances its voice references come from."""
+
+    index: int
+    id: str
+    speaker: str
+    text: str
+    ref: int  # another utterance of the same speaker: the voice to clone
+    other: int | None  # an utterance of another speaker: the mismatched control (None: one speaker)
+
+
+@dataclass
+class Spoken:
+    """What the model made of one sentence."""
+
+    mel: torch.Tensor  # (T, n_mels) log-mel on the CPU
+    attn: np.ndarray  # (T / r, Tt) alignment
+    wav: np.ndarray  # (T * hop,) float32
+    stopped: bool  # ended on its own stop token, before model.max_decoder_steps
+    seconds_taken: float  # wall time: decoding plus mel-to-audio
+
+
+@dataclass
+class Result:
+    summary: dict  # FIGURES (None where not measured) + sentences, not_measured
+    rows: list[dict]  # per sentence: texts, transcripts, figures
+    spoken: list[Spoken] = field(repr=False)
+    recordings: list[np.ndarray | None] = field(repr=False)
+    copies: list[np.ndarray | None] = field(repr=False)
+
+
+def plan(cache, limit: int | None = None) -> list[Sentence]:
+    """The held-out sentences (the first ``limit``), each with a same-speaker reference taken
+    from the training split when there is one, and a reference of another speaker."""
+    val = [int(i) for i in cache.indices("val")]
+    if not val:
+        raise UserError(f"{cache.path}: the cache has no held-out utterances to evaluate; prepare "
+                        "it with a val.txt or data.val_fraction above 0")
+    by_speaker: dict[int, list[int]] = {}
+    for i in sorted(range(len(cache)), key=lambda i: (int(cache.val[i]), i)):  # training split first
+        by_speaker.setdefault(int(cache.speaker[i]), []).append(i)
+    speakers = sorted(by_speaker)
+    out = []
+    for i in val[:limit]:
+        s = int(cache.speaker[i])
+        same = [j for j in by_speaker[s] if j != i]
+        others = speakers[speakers.index(s) + 1:] + speakers[:speakers.index(s)]
+        out.append(Sentence(i, cache.ids[i], cache.speakers[s], cache.texts[i],
+                            ref=same[0] if same else i,
+                            other=by_speaker[others[0]][0] if others else None))
+    return out
+
+
+def recording(cache, i: int) -> np.ndarray | None:
+    """Utterance ``i``'s ground-truth waveform as the model saw it (trimmed, levelled)."""
+    sr = cache.audio_cfg.sample_rate
+    if cache.has_wav:
+        return np.asarray(cache.wav(i), dtype=np.float32) / 32768.0
+    path = Path(cache.audio_paths[i])
+    path = path if path.is_absolute() else cache.source_root / path
+    try:
+        return audio.preprocess(audio.load_audio(path, sr), cache.audio_cfg)
+    except (audio.AudioError, OSError):
+        return None
+
+
+def griffin_lim_vocoder(audio_cfg) -> Vocode:
+    return lambda mel: audio.griffin_lim(mel, audio_cfg).numpy()
+
+
+@torch.no_grad()
+def speak(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, seed: int = 0,
+          log=print) -> list[Spoken]:
+    """Synthesize each sentence in its reference's voice, one at a time (so the time taken is
+    each sentence's own latency). ``text`` is the model's TextProcessor."""
+    device = next(model.parameters()).device
+    n_ref = ref_frames_for(cfg.audio, cfg.data.ref_seconds)
+    cap = cfg.model.max_decoder_steps * cfg.model.reduction
+    out = []
+    for s in sentences:
+        ids = text.encode(s.text, warn=log)
+        ref = torch.from_numpy(np.asarray(cache.mel(s.ref)[:n_ref], dtype=np.float32))[None]  # (1, Tr, M)
+        gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
+        t0 = time.perf_counter()
+        mel, lens, attn = model.generate(torch.tensor([ids], device=device),
+                                         torch.tensor([len(ids)], device=device), ref.to(device),
+                                         torch.tensor([ref.shape[1]], device=device), generator=gen)
+        n = int(lens[0])
+        mel = mel[0, :n].float().cpu()  # (T, M)
+        wav = np.asarray(vocode(mel), dtype=np.float32)
+        took = time.perf_counter() - t0
+        out.append(Spoken(mel, attn[0, :math.ceil(n / cfg.model.reduction)].float().cpu().numpy(),
+                          wav, n < cap, took))
+    return out
+
+
+class Listener:
+    """The judges: an ASR model and a speaker encoder, loaded once (the eval extra)."""
+
+    def __init__(self, asr_model: str | Path | None = None, threads: int = 0):
+        require()
+        self.asr = Recognizer(asr_model, threads=threads)
+        self.speaker = SpeakerEncoder()
+        self._embeddings: dict[int, np.ndarray | None] = {}
+
+    def embed_utterance(self, cache, i: int) -> np.ndarray | None:
+        if i not in self._embeddings:
+            wav = recording(cache, i)
+            self._embeddings[i] = None if wav is None else self.speaker.embed(wav, cache.audio_cfg.sample_rate)
+        return self._embeddings[i]
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return float(statistics.fmean(xs)) if xs else None
+
+
+def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, listener: Listener,
+             *, ground_truth: bool = True, seed: int = 0, log=print) -> Result:
+    """Speak ``sentences`` and score them; ``ground_truth`` also scores the recordings and copy
+    synthesis (they do not change during training, so periodic evaluation does it once)."""
+    sr = cfg.audio.sample_rate
+    spoken = speak(model, cfg, text, cache, sentences, vocode, seed, log)
+    recs = [recording(cache, s.index) for s in sentences] if ground_truth else [None] * len(sentences)
+    copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
+                         dtype=np.float32) for s in sentences] if ground_truth else [None] * len(sentences)
+    rows = []
+    for s, sp, rec, cp in zip(sentences, spoken, recs, copies):
+        hyp = listener.asr.transcribe(sp.wav, sr)
+        emb = listener.speaker.embed(sp.wav, sr)
+        seconds = sp.wav.size / sr
+        gt_seconds = int(cache.n_frames[s.index]) * cfg.audio.hop_length / sr
+        row = {"id": s.id, "speaker": s.speaker, "text": s.text, "reference": cache.ids[s.ref],
+               "mismatched_reference": None if s.other is None else cache.ids[s.other],
+               "transcript": hyp, "wer": metrics.word_errors(s.text, hyp).rate,
+               "cer": metrics.char_errors(s.text, hyp).rate,
+               "speaker_cosine": cosine(emb, listener.embed_utterance(cache, s.ref)),
+               "speaker_cosine_mismatched": None if s.other is None else
+               cosine(emb, listener.embed_utterance(cache, s.other)),
+               "stopped": sp.stopped, "seconds": round(seconds, 3),
+               "seconds_ground_truth": round(gt_seconds, 3),
+               "duration_ratio": seconds / gt_seconds if gt_seconds else None,
+               "rtf": sp.seconds_taken / seconds if seconds else None}
+        if ground_truth:
+            row["transcript_ground_truth"] = None if rec is None else listener.asr.transcribe(rec, sr)
+            row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)
+        rows.append(row)
+    return Result(summarize(rows, cfg, ground_truth), rows, spoken, recs, copies)
+
+
+def summarize(rows: list[dict], cfg, ground_truth: bool = True) -> dict:
+    refs = [r["text"] for r in rows]
+    out: dict = {"sentences": len(rows)}
+    not_measured: dict[str, str] = {}
+    out["wer"] = metrics.wer(refs, [r["transcript"] for r in rows])
+    out["cer"] = metrics.cer(refs, [r["transcript"] for r in rows])
+    for key, name in (("transcript_ground_truth", "ground_truth"),
+                      ("transcript_copy_synthesis", "copy_synthesis")):
+        pairs = [(r["text"], r[key]) for r in rows if r.get(key) is not None]
+        if not ground_truth:
+            why = "not scored in periodic evaluation (see the first one)"
+        elif not pairs:
+            why = "no ground-truth audio (the cache holds no waveforms and the source is gone)"
+        else:
+            why = None
+        out[f"wer_{name}"] = metrics.wer(*zip(*pairs)) if pairs and ground_truth else None
+        out[f"cer_{name}"] = metrics.cer(*zip(*pairs)) if pairs and ground_truth else None
+        if why:
+            not_measured[f"wer_{name}"] = not_measured[f"cer_{name}"] = why
+    out["speaker_cosine"] = _mean(r["speaker_cosine"] for r in rows)
+    out["speaker_cosine_mismatched"] = _mean(r["speaker_cosine_mismatched"] for r in rows)
+    if out["speaker_cosine_mismatched"] is None:
+        not_measured["speaker_cosine_mismatched"] = ("one speaker only: no other voice to compare with"
+                                                     if all(r["mismatched_reference"] is None for r in rows)
+                                                     else "silent output or references")
+    if out["speaker_cosine"] is None:
+        not_measured["speaker_cosine"] = "every output or reference was silent"
+    out["stopped_share"] = sum(r["stopped"] for r in rows) / len(rows) if rows else None
+    out["duration_ratio"] = _mean(r["duration_ratio"] for r in rows)
+    taken = sum(r["rtf"] * r["seconds"] for r in rows if r["rtf"] is not None)
+    spoken = sum(r["seconds"] for r in rows)
+    out["rtf"] = taken / spoken if spoken else None
+    out["max_decoder_steps"] = cfg.model.max_decoder_steps
+    out["not_measured"] = not_measured
+    return out

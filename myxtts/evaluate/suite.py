@@ -1,0 +1,57 @@
+"""Evaluate a trained checkpoint on a cache's held-out split and write the report
+(``myxtts eval``): the library side of the command."""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import torch
+
+from myxtts.data.cache import Cache
+from myxtts.errors import UserError
+from myxtts.evaluate import require
+from myxtts.evaluate.evaluation import Listener, evaluate, plan
+from myxtts.evaluate.report import write_report
+
+# mel features an acoustic model and a cache must share to be evaluated together
+MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
+
+
+def default_data(checkpoint: str | Path) -> Path:
+    """The cache next to a ``myxtts demo`` run (DEMO_OUT/run beside DEMO_OUT/cache), if any."""
+    p = Path(checkpoint)
+    run = p if p.is_dir() else p.parent
+    for cand in (run.parent / "cache", run.parent.parent / "cache", run.parent.parent.parent / "cache"):
+        if (cand / "meta.json").is_file():
+            return cand
+    raise UserError("--data CACHE is needed: the held-out sentences come from the cache the model "
+                    "was trained on (written by `myxtts prepare`)")
+
+
+def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
+                        device: str | None = None, asr_model=None, seed: int = 0, log=print) -> dict:
+    """Synthesize, score and report; → the summary written to ``out/eval.json``."""
+    require()  # before loading anything: a missing extra is the first thing to say
+    from myxtts.infer import Synthesizer
+
+    if limit is not None and limit < 1:
+        raise UserError("--limit must be at least 1")
+    synth = Synthesizer(checkpoint, vocoder, device, log=log)
+    data = Path(data) if data is not None else default_data(checkpoint)
+    cache = Cache(data)
+    diff = [f"audio.{k}: {getattr(cache.audio_cfg, k)} in the cache, {getattr(synth.cfg.audio, k)} "
+            "in the model" for k in MEL_KEYS if getattr(cache.audio_cfg, k) != getattr(synth.cfg.audio, k)]
+    if diff:
+        raise UserError(f"{data} holds other mel features than the model was trained on: " + "; ".join(diff))
+    sentences = plan(cache, limit)
+    log(f"evaluating {len(sentences)} held-out sentence(s) of {data} with {synth.meta['path']}")
+    listener = Listener(asr_model, threads=torch.get_num_threads())
+    result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences,
+                      lambda mel: synth.vocode([mel])[0], listener, seed=seed, log=log)
+    meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
+            "vocoder": str(vocoder) if vocoder else "griffin-lim",
+            "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",
+            "device": str(synth.device), "seed": seed,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    paths = write_report(Path(out), result, meta, synth.sample_rate)
+    return {**meta, **result.summary, "paths": {k: str(v) for k, v in paths.items()}}

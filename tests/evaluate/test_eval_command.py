@@ -1,0 +1,91 @@
+"""`myxtts eval` end to end on a tiny model trained in the test, and training's periodic eval."""
+import json
+import subprocess
+import sys
+
+from myxtts import cli
+from myxtts.evaluate.evaluation import FIGURES, plan
+
+from .conftest import ROOT, train_tiny
+
+
+def test_eval_writes_every_figure_and_a_page_with_audio(tiny_run, short_val_cache, tmp_path):
+    run, _ = tiny_run
+    out = tmp_path / "eval"
+    r = subprocess.run([sys.executable, "-m", "myxtts", "eval", "--checkpoint", str(run), "--data",
+                        str(short_val_cache), "--out", str(out), "--limit", "1"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((out / "eval.json").read_text())
+    assert report["sentences"] == 1 and report["step"] == 3
+    for key in FIGURES:
+        assert key in report
+    # single speaker: the mismatched-voice figure is missing, and says why
+    assert report["speaker_cosine_mismatched"] is None
+    assert "one speaker" in report["not_measured"]["speaker_cosine_mismatched"]
+    # the recordings are understood; two steps of training are not
+    assert report["wer_ground_truth"] <= 0.25 and report["wer_copy_synthesis"] <= 0.5
+    assert report["wer"] >= 0.9
+    assert 0.0 <= report["stopped_share"] <= 1.0 and report["duration_ratio"] > 0 and report["rtf"] > 0
+    (row,) = report["per_sentence"]
+    assert row["id"] == "LJ001-0002" and row["reference"] != row["id"]
+    assert row["transcript_ground_truth"].lower().startswith("in being comparatively modern")
+    html = (out / "eval.html").read_text()
+    for key in ("wav", "wav_ground_truth", "wav_copy_synthesis"):
+        assert (out / row[key]).stat().st_size > 1000
+        assert f'src="{row[key]}"' in html
+    assert html.count("<audio") == 3 and "data:image/png;base64," in html
+    assert "WER, synthesized" in r.stdout
+
+
+def _records(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_val_cache, tmp_path):
+    run, stderr = tiny_run
+    evals = [x for x in _records(run) if "eval_wer" in x]
+    assert [x["step"] for x in evals] == [2]
+    assert evals[0]["eval_wer_ground_truth"] <= 0.25 and evals[0]["eval_wer"] >= 0.9
+    assert "step 2: held-out WER" in stderr
+    assert list((run / "tensorboard").glob("events.*"))
+    # the step after an evaluation trains exactly as it would have without one
+    train_tiny(short_val_cache, tmp_path / "plain", "train.max_steps=3")
+    losses = [{x["step"]: x["loss"] for x in _records(r) if x.get("loss") is not None}
+              for r in (run, tmp_path / "plain")]
+    assert sorted(losses[0]) == [1, 2, 3] and losses[0] == losses[1]
+
+
+def test_without_the_extra_says_what_to_install(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "faster_whisper" else real(name, *a))
+    code = cli.main(["eval", "--checkpoint", str(tmp_path / "missing-run")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "pip install 'myxtts[eval]'" in err and "faster-whisper" in err
+
+
+class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with a held-out line
+    path = "cache"
+    ids = ["a1", "a2", "b1", "a3"]
+    texts = ["one", "two", "three", "four"]
+    speakers = ["anna", "ben"]
+    speaker = [0, 0, 1, 0]
+    val = [0, 1, 0, 1]
+
+    def __len__(self):
+        return 4
+
+    def indices(self, split):
+        return [i for i, v in enumerate(self.val) if v == (split == "val")]
+
+
+def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
+    sentences = plan(_Cache())
+    assert [s.id for s in sentences] == ["a2", "a3"]
+    assert all(s.ref == 0 for s in sentences)  # anna's training utterance, not the sentence itself
+    assert all(s.other == 2 for s in sentences)  # ben's
+    assert plan(_Cache(), limit=1)[0].id == "a2"
