@@ -26,7 +26,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import DecoderBlock, KVCache, RMSNorm, length_mask, sinusoidal_positions
+from myxtts.models.layers import (
+    DecoderBlock,
+    KVCache,
+    attention_bias,
+    compute_dtype,
+    length_mask,
+    norm,
+    sinusoidal_positions,
+)
 
 MEL_MEAN, MEL_STD = -5.0, 2.0
 
@@ -122,7 +130,7 @@ class MelDecoder(nn.Module):
             for _ in range(cfg.decoder_layers))
         # The layer whose cross-attention is guided towards the diagonal and returned as `attn`.
         self.align_layer = cfg.align_layer % cfg.decoder_layers
-        self.norm = RMSNorm(d)
+        self.norm = norm(d)
         self.mel_out = nn.Linear(d, n_mels * self.r)
         self.stop_out = nn.Linear(d, 1)
         self.stop_align = nn.Linear(2, 1)
@@ -157,9 +165,10 @@ class MelDecoder(nn.Module):
         last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
         prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
         h = self._embed(prev, 0)  # (B, S, d)
+        bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
         attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, memory, mem_mask, need_weights=i == self.align_layer)
+            h, w = block(h, memory, bias, need_weights=i == self.align_layer)
             attn = w if w is not None else attn
         attn = text_attention(attn, n_text)  # (B, S, Tt)
         pre, stop = self._head(h, attn, token_lens)  # (B, Tm, M), (B, S)
@@ -181,9 +190,10 @@ class MelDecoder(nn.Module):
         """One generation step. prev (B, 1, n_mels) normalised → frames (B, r, n_mels)
         normalised, stop logit (B,), text attention (B, n_text)."""
         h = self._embed(prev, pos, generator)  # (B, 1, d)
+        bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
         attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, mem_mask=mem_mask, need_weights=i == self.align_layer,
+            h, w = block(h, mem_bias=bias, need_weights=i == self.align_layer,
                          cache=caches[i], pos=pos, kv_proj=kv_projs[i])
             attn = w if w is not None else attn
         attn = text_attention(attn, n_text)  # (B, 1, Tt)
