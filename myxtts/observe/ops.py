@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # Ops whose result the host must read: on a GPU each blocks until the device catches up.
