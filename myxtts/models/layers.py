@@ -94,43 +94,48 @@ class KVCache:
 class Attention(nn.Module):
     """Multi-head attention; self- (``kv is None``) or cross-attention.
 
+    Activations come as rows, x (B*Tq, d) and kv (B*Tk, d), with the batch size ``b`` given:
+    the blocks keep the residual stream two-dimensional so that every projection is a plain
+    matmul (a (B, T, d) input costs each linear two reshapes forward and two backward).
     bias: additive key-padding bias (B, 1, 1, Tk) from ``attention_bias``.
     causal: for self-attention in training (the decoder); with a ``cache`` (generation) the query
     is the newest step and sees every cached key, so no mask is needed.
     need_weights: compute attention explicitly and also return head-averaged weights (B, Tq, Tk).
     """
 
-    def __init__(self, dim: int, n_heads: int, dropout: float, cross: bool = False):
+    def __init__(self, dim: int, n_heads: int, dropout: float, cross: bool = False,
+                 own_kv: bool = True):
+        """``own_kv=False``: a cross-attention whose keys and values always come projected
+        (``kv_proj``), e.g. by one matmul shared by every layer of a stack."""
         super().__init__()
         assert dim % n_heads == 0, "dim must be divisible by n_heads"
         self.h, self.dh, self.cross, self.dropout = n_heads, dim // n_heads, cross, dropout
         if cross:
             self.q = nn.Linear(dim, dim)
-            self.kv = nn.Linear(dim, 2 * dim)
+            if own_kv:
+                self.kv = nn.Linear(dim, 2 * dim)
         else:
             self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.h, self.dh).transpose(1, 2)  # (B, H, T, dh)
+    def _split(self, x: torch.Tensor, b: int, n: int):
+        """(B*T, n*d) projection → n tensors (B, H, T, dh), as views."""
+        return x.view(b, -1, n, self.h, self.dh).permute(2, 0, 3, 1, 4).unbind(0)
 
-    def project_kv(self, kv: torch.Tensor):
-        """Memory (B, Tk, d) → keys, values (B, H, Tk, dh); cached once per generation."""
-        k, v = self.kv(kv).chunk(2, dim=-1)
-        return self._heads(k), self._heads(v)
+    def project_kv(self, kv: torch.Tensor, b: int):
+        """Memory (B*Tk, d) → keys, values (B, H, Tk, dh); cached once per generation."""
+        return self._split(self.kv(kv), b, 2)
 
-    def forward(self, x, kv=None, bias=None, causal=False, cache: KVCache | None = None,
+    def forward(self, x, b: int, kv=None, bias=None, causal=False, cache: KVCache | None = None,
                 pos: int = 0, kv_proj=None, need_weights=False):
-        b, tq, d = x.shape
         if self.cross:
-            q = self._heads(self.q(x))  # (B, H, Tq, dh)
-            k, v = kv_proj if kv_proj is not None else self.project_kv(kv)  # (B, H, Tk, dh)
+            (q,) = self._split(self.q(x), b, 1)  # (B, H, Tq, dh)
+            k, v = kv_proj if kv_proj is not None else self.project_kv(kv, b)  # (B, H, Tk, dh)
         else:
-            q, k, v = (self._heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+            q, k, v = self._split(self.qkv(x), b, 3)  # (B, H, Tq, dh) each
             if cache is not None:
                 k, v = cache.update(k, v, pos)
-                causal = causal and tq > 1  # one new query may see the whole cache
+                causal = causal and q.shape[2] > 1  # one new query may see the whole cache
         if bias is not None and bias.dtype != q.dtype:
             bias = bias.to(q.dtype)  # only when the caller built it for another dtype
         p = self.dropout if self.training else 0.0
@@ -145,12 +150,13 @@ class Attention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p,
                                                is_causal=causal and bias is None)
-        y = y.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, d)
+        y = y.transpose(1, 2).reshape(x.shape[0], -1)  # (B*Tq, d)
         return self.out(y), weights
 
 
 class EncoderBlock(nn.Module):
-    """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN."""
+    """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN.
+    x (B*T, d) rows of a batch of ``b``."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -159,14 +165,15 @@ class EncoderBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        a, _ = self.attn(self.norm1(x), bias=bias)
+    def forward(self, x: torch.Tensor, b: int, bias: torch.Tensor) -> torch.Tensor:
+        a, _ = self.attn(self.norm1(x), b, bias=bias)
         x = x + F.dropout(a, self.dropout, self.training)
         return x + self.ff(self.norm2(x))
 
 
 class CrossBlock(nn.Module):
-    """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer."""
+    """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer.
+    x (B*K, d), kv (B*Tk, d) rows of a batch of ``b``."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -174,29 +181,30 @@ class CrossBlock(nn.Module):
         self.attn = Attention(dim, n_heads, dropout, cross=True)
         self.ff = FeedForward(dim, ff_mult, dropout)
 
-    def forward(self, x, kv, bias):
-        a, _ = self.attn(self.norm_q(x), kv=self.norm_kv(kv), bias=bias)
+    def forward(self, x, kv, b: int, bias):
+        a, _ = self.attn(self.norm_q(x), b, kv=self.norm_kv(kv), bias=bias)
         x = x + a
         return x + self.ff(self.norm_ff(x))
 
 
 class DecoderBlock(nn.Module):
     """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
-    the memory ([text ; conditioning latents]), FFN."""
+    the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
+    memory's keys and values come projected (``kv_proj``): the decoder projects them for all
+    its layers in one matmul."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
         self.norm1, self.norm2, self.norm3 = norm(dim), norm(dim), norm(dim)
         self.self_attn = Attention(dim, n_heads, dropout)
-        self.cross_attn = Attention(dim, n_heads, dropout, cross=True)
+        self.cross_attn = Attention(dim, n_heads, dropout, cross=True, own_kv=False)
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
-    def forward(self, x, memory=None, mem_bias=None, need_weights=False, cache=None, pos=0,
-                kv_proj=None):
-        a, _ = self.self_attn(self.norm1(x), causal=True, cache=cache, pos=pos)
+    def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0):
+        a, _ = self.self_attn(self.norm1(x), b, causal=True, cache=cache, pos=pos)
         x = x + F.dropout(a, self.dropout, self.training)
-        c, w = self.cross_attn(self.norm2(x), kv=memory, bias=mem_bias, kv_proj=kv_proj,
+        c, w = self.cross_attn(self.norm2(x), b, bias=mem_bias, kv_proj=kv_proj,
                                need_weights=need_weights)
         x = x + F.dropout(c, self.dropout, self.training)
         return x + self.ff(self.norm3(x)), w

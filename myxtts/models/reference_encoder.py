@@ -50,9 +50,11 @@ class ReferenceEncoder(nn.Module):
             lens = (lens + stride - 1) // stride  # ceil: a k=3, pad=1 conv keeps ceil(L / s)
         feats = self.proj(x.transpose(1, 2))  # (B, Tr', d)
         mask = length_mask(lens, feats.shape[1])  # (B, Tr')
+        k, d = self.latents.shape
         lat = self.latents.unsqueeze(0).expand(b, -1, -1)  # (B, K, d)
-        mask = torch.cat([mask, mask.new_ones(b, lat.shape[1])], dim=1)  # (B, Tr' + K)
+        mask = torch.cat([mask, mask.new_ones(b, k)], dim=1)  # (B, Tr' + K)
         bias = attention_bias(mask, compute_dtype(feats))  # (B, 1, 1, Tr' + K)
         for block in self.blocks:
-            lat = block(lat, torch.cat([feats, lat], dim=1), bias)  # (B, K, d)
-        return self.norm(lat)
+            kv = torch.cat([feats, lat.view(b, k, d)], dim=1).view(-1, d)  # (B*(Tr'+K), d)
+            lat = block(lat.reshape(b * k, d), kv, b, bias)  # (B*K, d)
+        return self.norm(lat).view(b, k, d)

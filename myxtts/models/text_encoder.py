@@ -40,6 +40,8 @@ class TextEncoder(nn.Module):
         x = self.embed(tokens) * self.scale + self.alpha * pos.to(self.embed.weight.dtype)
         x = self.dropout(x)  # (B, Tt, d)
         bias = attention_bias(mask, compute_dtype(x))  # (B, 1, 1, Tt)
+        b, tt, d = x.shape
+        x = x.reshape(b * tt, d)  # rows: each projection a plain matmul (layers.Attention)
         for block in self.blocks:
-            x = block(x, bias)
-        return self.norm(x), mask
+            x = block(x, b, bias)  # (B*Tt, d)
+        return self.norm(x).view(b, tt, d), mask
