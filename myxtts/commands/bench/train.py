@@ -29,7 +29,8 @@ batch (``observe.ops``; a device-independent proxy for kernel launches), and the
 among them. ``time_to_full_speed_s`` is the wall time from the start of the mode (building the
 run included) to the end of the first warm-up step from which every step runs within 10 % of
 its shape's steady-state median (the medians come from the timed steps, timed one by one with
-CUDA events on a GPU, so no sync is added between them).
+CUDA events on a GPU, so no sync is added between them); it is reported when ``--steps`` covers
+every shape, None otherwise.
 
 ``--modes`` picks modes (comma list). The JSON file is rewritten as each mode finishes, so a run
 cut short by a time limit keeps the modes it finished.
@@ -226,7 +227,8 @@ def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, pe
     for i, ms in zip(order, clock.durations_ms()):
         per_shape.setdefault(i, []).append(ms)
     medians = {i: statistics.median(v) for i, v in per_shape.items()}
-    at = full_speed_at([w for w in warm if w[0] in medians], medians)
+    # Judged only when every shape was timed: a shape without a median has no full speed.
+    at = full_speed_at(warm, medians) if len(medians) == n else None
     ops = count_step_ops(step, batches[0]) if step.compile_mode == "off" else None
 
     m = mfu(n_flops, secs, peak_name) if n_flops else {"achieved_tflops": None, "mfu_pct": None,
@@ -239,7 +241,7 @@ def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, pe
             "mfu_basis": m["mfu_basis"], "warmup_s": warm_s, "warmup_passes": warm_passes,
             "compile_s": sum(by_shape.values()) if by_shape is not None else None,
             "compile_s_by_shape": by_shape,
-            "time_to_full_speed_s": (at if at is not None else timed_start) if medians else None,
+            "time_to_full_speed_s": (at if at is not None else timed_start) if len(medians) == n else None,
             "step_ms_by_shape": {"x".join(map(str, shapes[i])): v for i, v in sorted(medians.items())},
             "ops_per_step": ops.total if ops else None,
             "ops_shape": list(shapes[0]) if ops else None,
@@ -364,7 +366,7 @@ def summarise(head: dict, results: dict, params, flops, run_precision: str) -> d
     speedup = comp["frames_per_s"] / ref["frames_per_s"] \
         if comp and ref and not comp["skipped"] and ref["frames_per_s"] else None
     return {**head, "model_params": params, "flops_per_batch": flops,
-            "modes_pending": [m for m in MODES if m not in done],
+            "modes_pending": [m for m in head["modes_selected"] if m not in done],
             "train": dict(done, recompiles_after_warmup=max(ran) if ran else None),
             "compile_speedup": speedup,
             "compile_speedup_basis": f"compiled ({run_precision}) frames/s / {base_mode} frames/s"}

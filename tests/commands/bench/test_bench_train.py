@@ -101,7 +101,7 @@ def test_bench_train_modes_selects_and_writes_each_mode_when_it_finishes(bench_c
         with pytest.raises(KeyboardInterrupt):
             bench(args + ["--modes", "eager_amp,eager_fp32"])
         r = json.loads(js.read_text())
-        assert r["modes_pending"] == ["eager_amp", "compiled", "compiled_cudagraphs"]
+        assert r["modes_pending"] == ["eager_amp"]
         assert not r["train"]["eager_fp32"]["skipped"] and r["train"]["eager_fp32"]["ops_per_step"] > 100
 
     monkeypatch.setattr(train, "run_mode", real)
