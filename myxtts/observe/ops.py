@@ -61,8 +61,8 @@ def count_step_ops(step_fn, batch: dict, micro_batches: int = 1) -> StepOps:
 
     Run it on an eager step after a warm-up step, so that one-off work (the optimizer's state
     allocation) is not counted. The step updates the weights, as any training step does.
-    Autograd runs the backward on other threads; a dispatch mode set on this thread still sees
-    its ops, because the backward of a thread's graph runs under that thread's modes."""
+    The backward's ops are counted too: autograd carries the calling thread's dispatch modes
+    into the threads that run it."""
     with OpCounter() as counter:
         step_fn([batch] * micro_batches)
     return StepOps(dict(counter.counts))
