@@ -172,8 +172,8 @@ def compile_each_shape(step, batches, shapes, device) -> dict:
 
 def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float]) -> float | None:
     """warm: (batch index, step ms, end time s) of each warm-up step, in order → the end time of
-    the first step from which every later warm-up step is within 10 % of its shape's median
-    (the start of the timed loop if none is). None without medians."""
+    the first step from which every later warm-up step is within 10 % of its shape's median;
+    None if the last warm-up step is still slower (full speed came with the timed steps)."""
     if not medians:
         return None
     at = None

@@ -116,3 +116,11 @@ def test_bench_train_modes_selects_and_writes_each_mode_when_it_finishes(bench_c
 def test_bench_train_rejects_unknown_modes(bench_cache):
     with pytest.raises(UserError, match="unknown mode fast.*choose from eager_fp32"):
         bench(["--data", str(bench_cache), "--quick", "--modes", "eager_fp32,fast"])
+
+
+def test_full_speed_is_the_first_step_after_which_every_step_is_within_ten_percent():
+    medians = {0: 10.0, 1: 20.0}
+    warm = [(0, 900.0, 1.0), (1, 21.0, 2.0), (0, 10.5, 3.0), (1, 25.0, 4.0), (0, 10.0, 5.0), (1, 21.9, 6.0)]
+    assert train.full_speed_at(warm, medians) == 5.0  # step 4 (25 ms > 22) was still slow
+    assert train.full_speed_at(warm[:3], medians) == 2.0
+    assert train.full_speed_at(warm[:4], medians) is None and train.full_speed_at(warm, {}) is None
