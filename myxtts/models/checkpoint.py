@@ -4,7 +4,7 @@ The tensors are the module's ``state_dict``; the safetensors header metadata (al
 everything needed to rebuild the module and use it:
 
     format          "myxtts"            (what makes a file a MyXTTS checkpoint)
-    format_version  "1"                 (bumped when the layout changes incompatibly)
+    format_version  "2"                 (bumped when the layout or maths changes incompatibly)
     kind            "acoustic" | "vocoder"
     config          the full Config as YAML (audio, text, model, vocoder, ...)
     vocab           the symbol list as JSON (ids are positions)
@@ -37,7 +37,11 @@ from myxtts.config import Config, ConfigError, from_dict
 from myxtts.errors import UserError
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
+# RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
+# weights would load without an error and compute something else.
+READABLE = {"acoustic": {"2"}, "vocoder": {"1", "2"}}
 KINDS = ("acoustic", "vocoder")
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -129,13 +133,14 @@ def read_metadata(path) -> dict:
             from None
     if meta.get("format") != FORMAT:
         raise UserError(f"{path} is not a MyXTTS checkpoint (no MyXTTS metadata)")
-    version = meta.get("format_version", "?")
-    if version != str(FORMAT_VERSION):
-        raise UserError(f"{path} is a MyXTTS checkpoint of format version {version} (written by "
-                        f"myxtts {meta.get('myxtts_version', '?')}); this myxtts {__version__} "
-                        f"reads format version {FORMAT_VERSION}")
     if meta.get("kind") not in KINDS:
         raise UserError(f"{path}: unknown checkpoint kind {meta.get('kind')!r}")
+    version, kind = meta.get("format_version", "?"), meta["kind"]
+    if version not in READABLE[kind]:
+        raise UserError(f"{path} is a MyXTTS {kind} checkpoint of format version {version} "
+                        f"(written by myxtts {meta.get('myxtts_version', '?')}); this myxtts "
+                        f"{__version__} reads {kind} checkpoints of format version "
+                        f"{', '.join(sorted(READABLE[kind]))}")
     return meta
 
 

@@ -1,10 +1,15 @@
 """Building blocks shared by the text encoder, reference encoder and mel decoder.
 
-Everything here is shape-static: padding is handled with boolean masks (True = attend / valid),
-never by slicing to a data-dependent length, so a compiled step sees one graph per bucket shape.
-Self-attention always goes through ``F.scaled_dot_product_attention`` (flash / memory-efficient
-kernels on GPUs); only a cross-attention that must *return* its weights (the decoder's alignment
-layer, needed for the guided-attention loss) computes them explicitly.
+Everything here is shape-static: padding is handled with masks (boolean, True = valid; for
+attention an additive bias built once per stack), never by slicing to a data-dependent length,
+so a compiled step sees one graph per bucket shape. Attention goes through
+``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on GPUs); only a
+cross-attention that must *return* its weights (the decoder's alignment layer, needed for the
+guided-attention loss) computes them explicitly.
+
+Eager steps are launch-bound on a fast GPU (each ATen op costs the host a few microseconds), so
+the blocks keep their op count low: fused norms, one QKV projection for self-attention, masks
+converted once per stack rather than once per layer (docs/design.md, "Operations per step").
 """
 from __future__ import annotations
 
@@ -15,19 +20,26 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class RMSNorm(nn.Module):
-    """Root-mean-square norm (no mean subtraction, no bias): cheaper than LayerNorm, as stable."""
+def norm(dim: int) -> nn.LayerNorm:
+    """The blocks' pre-norm: LayerNorm with a gain and no bias. One fused kernel forward and one
+    backward on every device (a hand-written norm costs a dozen element-wise kernels each way);
+    under autocast it runs in fp32, and the kernel accumulates its statistics in fp32 anyway."""
+    return nn.LayerNorm(dim, bias=False)
 
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32 so bf16 activations do not lose the small-variance channels.
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return xf.type_as(x) * self.weight
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype matmuls and attention produce for ``x``'s device: autocast's when it is on."""
+    dev = x.device.type
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+
+
+def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Key-padding mask (B, Tk) bool, True = real key → additive attention bias (B, 1, 1, Tk):
+    0 for real keys, the dtype's most negative number for padding. Built once per stack and
+    shared by its layers: a boolean mask is converted to this inside every attention call.
+    Finite rather than -inf, so a row with every key masked stays finite."""
+    zero = torch.zeros((), dtype=dtype, device=mask.device)
+    return torch.where(mask, zero, torch.finfo(dtype).min)[:, None, None, :]
 
 
 def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
@@ -82,108 +94,117 @@ class KVCache:
 class Attention(nn.Module):
     """Multi-head attention; self- (``kv is None``) or cross-attention.
 
-    mask: bool (B, Tk) key-padding mask, True where the key is real.
+    Activations come as rows, x (B*Tq, d) and kv (B*Tk, d), with the batch size ``b`` given:
+    the blocks keep the residual stream two-dimensional so that every projection is a plain
+    matmul (a (B, T, d) input costs each linear two reshapes forward and two backward).
+    bias: additive key-padding bias (B, 1, 1, Tk) from ``attention_bias``.
     causal: for self-attention in training (the decoder); with a ``cache`` (generation) the query
     is the newest step and sees every cached key, so no mask is needed.
     need_weights: compute attention explicitly and also return head-averaged weights (B, Tq, Tk).
     """
 
-    def __init__(self, dim: int, n_heads: int, dropout: float, cross: bool = False):
+    def __init__(self, dim: int, n_heads: int, dropout: float, cross: bool = False,
+                 own_kv: bool = True):
+        """``own_kv=False``: a cross-attention whose keys and values always come projected
+        (``kv_proj``), e.g. by one matmul shared by every layer of a stack."""
         super().__init__()
         assert dim % n_heads == 0, "dim must be divisible by n_heads"
         self.h, self.dh, self.cross, self.dropout = n_heads, dim // n_heads, cross, dropout
         if cross:
             self.q = nn.Linear(dim, dim)
-            self.kv = nn.Linear(dim, 2 * dim)
+            if own_kv:
+                self.kv = nn.Linear(dim, 2 * dim)
         else:
             self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.h, self.dh).transpose(1, 2)  # (B, H, T, dh)
+    def _split(self, x: torch.Tensor, b: int, n: int):
+        """(B*T, n*d) projection → n tensors (B, H, T, dh), as views."""
+        return x.view(b, -1, n, self.h, self.dh).permute(2, 0, 3, 1, 4).unbind(0)
 
-    def project_kv(self, kv: torch.Tensor):
-        """Memory (B, Tk, d) → keys, values (B, H, Tk, dh); cached once per generation."""
-        k, v = self.kv(kv).chunk(2, dim=-1)
-        return self._heads(k), self._heads(v)
+    def project_kv(self, kv: torch.Tensor, b: int):
+        """Memory (B*Tk, d) → keys, values (B, H, Tk, dh); cached once per generation."""
+        return self._split(self.kv(kv), b, 2)
 
-    def forward(self, x, kv=None, mask=None, causal=False, cache: KVCache | None = None,
+    def forward(self, x, b: int, kv=None, bias=None, causal=False, cache: KVCache | None = None,
                 pos: int = 0, kv_proj=None, need_weights=False):
-        b, tq, d = x.shape
         if self.cross:
-            q = self._heads(self.q(x))  # (B, H, Tq, dh)
-            k, v = kv_proj if kv_proj is not None else self.project_kv(kv)  # (B, H, Tk, dh)
+            (q,) = self._split(self.q(x), b, 1)  # (B, H, Tq, dh)
+            k, v = kv_proj if kv_proj is not None else self.project_kv(kv, b)  # (B, H, Tk, dh)
         else:
-            q, k, v = (self._heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+            q, k, v = self._split(self.qkv(x), b, 3)  # (B, H, Tq, dh) each
             if cache is not None:
                 k, v = cache.update(k, v, pos)
-                causal = causal and tq > 1  # one new query may see the whole cache
-        attn_mask = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, Tk)
+                causal = causal and q.shape[2] > 1  # one new query may see the whole cache
+        if bias is not None and bias.dtype != q.dtype:
+            bias = bias.to(q.dtype)  # only when the caller built it for another dtype
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
             scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)  # (B, H, Tq, Tk)
-            if attn_mask is not None:
-                scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
+            if bias is not None:
+                scores = scores + bias
             probs = torch.softmax(scores.float(), dim=-1).type_as(q)  # (B, H, Tq, Tk)
             weights = probs.mean(1)  # (B, Tq, Tk)
             y = torch.matmul(F.dropout(probs, p, self.training), v)  # (B, H, Tq, dh)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p,
-                                               is_causal=causal and attn_mask is None)
-        y = y.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, d)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p,
+                                               is_causal=causal and bias is None)
+        y = y.transpose(1, 2).reshape(x.shape[0], -1)  # (B*Tq, d)
         return self.out(y), weights
 
 
 class EncoderBlock(nn.Module):
-    """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN."""
+    """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN.
+    x (B*T, d) rows of a batch of ``b``."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
-        self.norm1, self.norm2 = RMSNorm(dim), RMSNorm(dim)
+        self.norm1, self.norm2 = norm(dim), norm(dim)
         self.attn = Attention(dim, n_heads, dropout)
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        a, _ = self.attn(self.norm1(x), mask=mask)
+    def forward(self, x: torch.Tensor, b: int, bias: torch.Tensor) -> torch.Tensor:
+        a, _ = self.attn(self.norm1(x), b, bias=bias)
         x = x + F.dropout(a, self.dropout, self.training)
         return x + self.ff(self.norm2(x))
 
 
 class CrossBlock(nn.Module):
-    """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer."""
+    """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer.
+    x (B*K, d), kv (B*Tk, d) rows of a batch of ``b``."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
-        self.norm_q, self.norm_kv, self.norm_ff = RMSNorm(dim), RMSNorm(dim), RMSNorm(dim)
+        self.norm_q, self.norm_kv, self.norm_ff = norm(dim), norm(dim), norm(dim)
         self.attn = Attention(dim, n_heads, dropout, cross=True)
         self.ff = FeedForward(dim, ff_mult, dropout)
 
-    def forward(self, x, kv, mask):
-        a, _ = self.attn(self.norm_q(x), kv=self.norm_kv(kv), mask=mask)
+    def forward(self, x, kv, b: int, bias):
+        a, _ = self.attn(self.norm_q(x), b, kv=self.norm_kv(kv), bias=bias)
         x = x + a
         return x + self.ff(self.norm_ff(x))
 
 
 class DecoderBlock(nn.Module):
     """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
-    the memory ([text ; conditioning latents]), FFN."""
+    the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
+    memory's keys and values come projected (``kv_proj``): the decoder projects them for all
+    its layers in one matmul."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
-        self.norm1, self.norm2, self.norm3 = RMSNorm(dim), RMSNorm(dim), RMSNorm(dim)
+        self.norm1, self.norm2, self.norm3 = norm(dim), norm(dim), norm(dim)
         self.self_attn = Attention(dim, n_heads, dropout)
-        self.cross_attn = Attention(dim, n_heads, dropout, cross=True)
+        self.cross_attn = Attention(dim, n_heads, dropout, cross=True, own_kv=False)
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
-    def forward(self, x, memory=None, mem_mask=None, need_weights=False, cache=None, pos=0,
-                kv_proj=None):
-        a, _ = self.self_attn(self.norm1(x), causal=True, cache=cache, pos=pos)
+    def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0):
+        a, _ = self.self_attn(self.norm1(x), b, causal=True, cache=cache, pos=pos)
         x = x + F.dropout(a, self.dropout, self.training)
-        c, w = self.cross_attn(self.norm2(x), kv=memory, mask=mem_mask, kv_proj=kv_proj,
+        c, w = self.cross_attn(self.norm2(x), b, bias=mem_bias, kv_proj=kv_proj,
                                need_weights=need_weights)
         x = x + F.dropout(c, self.dropout, self.training)
         return x + self.ff(self.norm3(x)), w

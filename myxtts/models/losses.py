@@ -22,13 +22,6 @@ from myxtts.config import ModelConfig
 from myxtts.models.layers import length_mask
 
 
-def _masked_l1(pred, target, mask):
-    """pred/target (B, T, M), mask (B, T) → mean |pred - target| over valid frames and bins."""
-    m = mask.unsqueeze(-1).to(pred.dtype)  # (B, T, 1)
-    total = ((pred - target).abs() * m).sum()
-    return total / (m.sum() * pred.shape[-1]).clamp(min=1.0)
-
-
 def decoder_steps(mel_lens: torch.Tensor, reduction: int) -> torch.Tensor:
     """Valid decoder steps per utterance: ceil(mel_len / r)."""
     return torch.div(mel_lens + reduction - 1, reduction, rounding_mode="floor")
@@ -45,13 +38,22 @@ def _relative_distance(token_lens, step_lens, n_steps: int, n_tokens: int):
     return (n_rel - s_rel).abs(), valid
 
 
+def _guided(attn, dist, valid, step_lens, sigma: float):
+    w = 1.0 - torch.exp(-dist.pow(2) / (2 * sigma ** 2))  # (B, S, Tt)
+    penalty = (attn.float() * w * valid).sum()
+    return penalty / step_lens.sum().clamp(min=1).float()
+
+
+def _diagonality(attn, dist, valid, step_lens, band: float):
+    inside = (attn.float() * ((dist <= band) & valid)).sum(dim=(1, 2))  # (B,)
+    return (inside / step_lens.clamp(min=1).float()).mean()
+
+
 def guided_attention_loss(attn, token_lens, mel_lens, reduction: int, sigma: float):
     """attn (B, S, Tt) text attention rows summing to 1 → expected off-diagonal mass."""
     step_lens = decoder_steps(mel_lens, reduction)
     dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
-    w = 1.0 - torch.exp(-dist.pow(2) / (2 * sigma ** 2))  # (B, S, Tt)
-    penalty = (attn.float() * w * valid).sum()
-    return penalty / step_lens.sum().clamp(min=1).float()
+    return _guided(attn, dist, valid, step_lens, sigma)
 
 
 def attention_diagonality(attn, token_lens, mel_lens, reduction: int, band: float = 0.1):
@@ -59,38 +61,51 @@ def attention_diagonality(attn, token_lens, mel_lens, reduction: int, band: floa
     within |n/N - s/S| <= band, over valid steps. A health metric, not a loss."""
     step_lens = decoder_steps(mel_lens, reduction)
     dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
-    inside = (attn.float() * ((dist <= band) & valid)).sum(dim=(1, 2))  # (B,)
-    return (inside / step_lens.clamp(min=1).float()).mean()
+    return _diagonality(attn, dist, valid, step_lens, band)
+
+
+def _stop_bce(stop_logits, step_lens, pos_weight: float):
+    idx = torch.arange(stop_logits.shape[1], device=stop_logits.device)[None, :]  # (1, S)
+    target = (idx == (step_lens - 1)[:, None]).float()  # (B, S)
+    mask = (idx < step_lens[:, None]).float()  # (B, S)
+    # BCE with pos_weight written out: -[w*y*log(s(x)) + (1-y)*log(1-s(x))]. (The built-in
+    # takes pos_weight as a tensor, and building one from a float is a blocking host-to-device
+    # copy on every eager step.)
+    x = stop_logits.float()
+    bce = pos_weight * target * F.softplus(-x) + (1.0 - target) * F.softplus(x)
+    return (bce * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 def stop_loss(stop_logits, mel_lens, reduction: int, pos_weight: float):
     """stop_logits (B, S) → masked BCE with one positive at the last valid step."""
-    step_lens = decoder_steps(mel_lens, reduction)  # (B,)
-    idx = torch.arange(stop_logits.shape[1], device=stop_logits.device)[None, :]  # (1, S)
-    target = (idx == (step_lens - 1)[:, None]).to(stop_logits.dtype)  # (B, S)
-    mask = (idx < step_lens[:, None]).to(stop_logits.dtype)  # (B, S)
-    # BCE with pos_weight written out: -[w*y*log(s(x)) + (1-y)*log(1-s(x))]. (The built-in
-    # takes pos_weight as a tensor, and building one from a float is a blocking host-to-device
-    # copy on every eager step.)
-    x, y = stop_logits.float(), target.float()
-    bce = pos_weight * y * F.softplus(-x) + (1.0 - y) * F.softplus(x)
-    return (bce * mask).sum() / mask.sum().clamp(min=1.0)
+    return _stop_bce(stop_logits, decoder_steps(mel_lens, reduction), pos_weight)
+
+
+def _mel_l1_pair(pre, post, target, mask):
+    """Both L1 losses in one pass: pre/post/target (B, T, M), mask (B, T) → mean |pred -
+    target| over valid frames and bins, for pre and for post, as a (2,) tensor."""
+    err = (torch.stack([pre, post]).float() - target.float()).abs()  # (2, B, T, M)
+    total = (err * mask[:, :, None]).sum(dim=(1, 2, 3))  # (2,)
+    return total / (mask.sum() * target.shape[-1]).clamp(min=1.0)
 
 
 def xtts_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
     """All 0-dim tensors; ``loss`` is the weighted total the optimizer minimises,
-    ``attn_diag`` is a detached metric (not part of the loss)."""
-    mel, mel_lens, token_lens = batch["mel"], batch["mel_lens"], batch["token_lens"]
-    frame_mask = length_mask(mel_lens, mel.shape[1])  # (B, Tm)
-    r = cfg.reduction
+    ``attn_diag`` is a detached metric (not part of the loss). Masks, decoder lengths and the
+    attention's distance to the diagonal are computed once and shared by the losses: every
+    op here is a kernel launch on every eager step."""
+    mel, mel_lens, token_lens, attn = batch["mel"], batch["mel_lens"], batch["token_lens"], out["attn"]
+    frame_mask = length_mask(mel_lens, mel.shape[1]).float()  # (B, Tm)
+    step_lens = decoder_steps(mel_lens, cfg.reduction)  # (B,)
+    dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
+    mel_l1, postnet_l1 = _mel_l1_pair(out["mel_pre"], out["mel_post"], mel, frame_mask).unbind(0)
     losses = {
-        "mel_l1": _masked_l1(out["mel_pre"].float(), mel.float(), frame_mask),
-        "postnet_l1": _masked_l1(out["mel_post"].float(), mel.float(), frame_mask),
-        "stop_bce": stop_loss(out["stop_logits"], mel_lens, r, cfg.stop_pos_weight),
-        "guided_attn": guided_attention_loss(out["attn"], token_lens, mel_lens, r,
-                                             cfg.guided_attn_sigma),
+        "mel_l1": mel_l1,
+        "postnet_l1": postnet_l1,
+        "stop_bce": _stop_bce(out["stop_logits"], step_lens, cfg.stop_pos_weight),
+        "guided_attn": _guided(attn, dist, valid, step_lens, cfg.guided_attn_sigma),
     }
-    losses["loss"] = (losses["mel_l1"] + losses["postnet_l1"] + losses["stop_bce"]
+    losses["loss"] = (mel_l1 + postnet_l1 + losses["stop_bce"]
                       + cfg.guided_attn_weight * losses["guided_attn"])
-    losses["attn_diag"] = attention_diagonality(out["attn"].detach(), token_lens, mel_lens, r)
+    losses["attn_diag"] = _diagonality(attn.detach(), dist, valid, step_lens, 0.1)
     return losses

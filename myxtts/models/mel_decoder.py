@@ -26,7 +26,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import DecoderBlock, KVCache, RMSNorm, length_mask, sinusoidal_positions
+from myxtts.models.layers import (
+    DecoderBlock,
+    KVCache,
+    attention_bias,
+    compute_dtype,
+    length_mask,
+    norm,
+    sinusoidal_positions,
+)
 
 MEL_MEAN, MEL_STD = -5.0, 2.0
 
@@ -120,9 +128,12 @@ class MelDecoder(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
             for _ in range(cfg.decoder_layers))
+        # Every layer's cross-attention keys and values of the memory, in one matmul: the
+        # memory is the same for all layers, so one launch replaces decoder_layers of them.
+        self.memory_kv = nn.Linear(d, cfg.decoder_layers * 2 * d)
         # The layer whose cross-attention is guided towards the diagonal and returned as `attn`.
         self.align_layer = cfg.align_layer % cfg.decoder_layers
-        self.norm = RMSNorm(d)
+        self.norm = norm(d)
         self.mel_out = nn.Linear(d, n_mels * self.r)
         self.stop_out = nn.Linear(d, 1)
         self.stop_align = nn.Linear(2, 1)
@@ -130,19 +141,21 @@ class MelDecoder(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def _embed(self, prev: torch.Tensor, start: int, generator=None) -> torch.Tensor:
-        """prev (B, S, n_mels) normalised input frames → (B, S, d) with positions start.."""
-        pos = sinusoidal_positions(torch.arange(start, start + prev.shape[1], device=prev.device),
+        """prev (B, S, n_mels) normalised input frames → rows (B*S, d) with positions start..
+        (rows: the blocks' layout, see layers.Attention)."""
+        b, s, m = prev.shape
+        pos = sinusoidal_positions(torch.arange(start, start + s, device=prev.device),
                                    self.d)  # (S, d)
-        return self.dropout(self.prenet(prev, generator) + self.alpha * pos.to(prev.dtype))
+        x = self.prenet(prev.reshape(b * s, m), generator).view(b, s, self.d)
+        return self.dropout(x + self.alpha * pos.to(prev.dtype)).view(b * s, self.d)
 
-    def _head(self, h: torch.Tensor, text_attn: torch.Tensor, token_lens: torch.Tensor):
-        """(B, S, d), text attention (B, S, Tt) → frames (B, S*r, n_mels) normalised,
+    def _head(self, h: torch.Tensor, b: int, text_attn: torch.Tensor, token_lens: torch.Tensor):
+        """rows (B*S, d), text attention (B, S, Tt) → frames (B, S*r, n_mels) normalised,
         stop logits (B, S)."""
         h = self.norm(h)
-        b, s, _ = h.shape
-        frames = self.mel_out(h).view(b, s * self.r, self.n_mels)
-        feats = alignment_features(text_attn, token_lens).to(h.dtype)  # (B, S, 2)
-        return frames, (self.stop_out(h) + self.stop_align(feats)).squeeze(-1)
+        frames = self.mel_out(h).view(b, -1, self.n_mels)
+        feats = alignment_features(text_attn, token_lens).to(h.dtype).view(-1, 2)  # (B*S, 2)
+        return frames, (self.stop_out(h) + self.stop_align(feats)).view(b, -1)
 
     def forward(self, mel: torch.Tensor, memory: torch.Tensor, mem_mask: torch.Tensor,
                 mel_lens: torch.Tensor, token_lens: torch.Tensor, n_text: int) -> dict:
@@ -156,13 +169,16 @@ class MelDecoder(nn.Module):
         x = normalize_mel(mel)  # (B, Tm, M)
         last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
         prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
-        h = self._embed(prev, 0)  # (B, S, d)
+        b = mel.shape[0]
+        h = self._embed(prev, 0)  # (B*S, d)
+        bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
+        kv = self.project_memory(memory)
         attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, memory, mem_mask, need_weights=i == self.align_layer)
+            h, w = block(h, b, kv[i], bias, need_weights=i == self.align_layer)  # (B*S, d)
             attn = w if w is not None else attn
         attn = text_attention(attn, n_text)  # (B, S, Tt)
-        pre, stop = self._head(h, attn, token_lens)  # (B, Tm, M), (B, S)
+        pre, stop = self._head(h, b, attn, token_lens)  # (B, Tm, M), (B, S)
         frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
         post = pre + self.postnet(pre, frame_mask)
         return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
@@ -172,20 +188,27 @@ class MelDecoder(nn.Module):
         a = self.blocks[0].self_attn
         return [KVCache(batch, a.h, max_steps, a.dh, device, dtype) for _ in self.blocks]
 
-    def project_memory(self, memory: torch.Tensor):
-        """Cross-attention keys/values of every layer, computed once per generation."""
-        return [block.cross_attn.project_kv(memory) for block in self.blocks]
+    def project_memory(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """memory (B, Tk, d) → every layer's cross-attention (keys, values), each (B, H, Tk,
+        dh), as views of one projection; computed once per pass or per generation."""
+        b, tk, d = memory.shape
+        a = self.blocks[0].cross_attn
+        kv = self.memory_kv(memory.reshape(b * tk, d))  # (B*Tk, L*2*d)
+        kv = kv.view(b, tk, len(self.blocks), 2, a.h, a.dh).permute(2, 3, 0, 4, 1, 5)  # (L, 2, B, H, Tk, dh)
+        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]
 
     def step(self, prev: torch.Tensor, pos: int, caches, kv_projs, mem_mask, token_lens,
              n_text: int, generator=None):
         """One generation step. prev (B, 1, n_mels) normalised → frames (B, r, n_mels)
         normalised, stop logit (B,), text attention (B, n_text)."""
-        h = self._embed(prev, pos, generator)  # (B, 1, d)
+        b = prev.shape[0]
+        h = self._embed(prev, pos, generator)  # (B, d)
+        bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
         attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, mem_mask=mem_mask, need_weights=i == self.align_layer,
-                         cache=caches[i], pos=pos, kv_proj=kv_projs[i])
+            h, w = block(h, b, kv_projs[i], mem_bias=bias, need_weights=i == self.align_layer,
+                         cache=caches[i], pos=pos)
             attn = w if w is not None else attn
         attn = text_attention(attn, n_text)  # (B, 1, Tt)
-        frames, stop = self._head(h, attn, token_lens)
+        frames, stop = self._head(h, b, attn, token_lens)
         return frames, stop[:, 0], attn[:, 0]

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import CrossBlock, RMSNorm, length_mask
+from myxtts.models.layers import CrossBlock, attention_bias, compute_dtype, length_mask, norm
 
 
 class ReferenceEncoder(nn.Module):
@@ -37,7 +37,7 @@ class ReferenceEncoder(nn.Module):
         self.latents = nn.Parameter(torch.randn(cfg.n_latents, d) * 0.02)  # (K, d)
         self.blocks = nn.ModuleList(
             CrossBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout) for _ in range(cfg.ref_layers))
-        self.norm = RMSNorm(d)
+        self.norm = norm(d)
 
     def forward(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor) -> torch.Tensor:
         """ref_mel (B, Tr, n_mels) normalised log-mel, ref_lens (B,) → latents (B, K, d)."""
@@ -50,8 +50,11 @@ class ReferenceEncoder(nn.Module):
             lens = (lens + stride - 1) // stride  # ceil: a k=3, pad=1 conv keeps ceil(L / s)
         feats = self.proj(x.transpose(1, 2))  # (B, Tr', d)
         mask = length_mask(lens, feats.shape[1])  # (B, Tr')
+        k, d = self.latents.shape
         lat = self.latents.unsqueeze(0).expand(b, -1, -1)  # (B, K, d)
-        mask = torch.cat([mask, mask.new_ones(b, lat.shape[1])], dim=1)  # (B, Tr' + K)
+        mask = torch.cat([mask, mask.new_ones(b, k)], dim=1)  # (B, Tr' + K)
+        bias = attention_bias(mask, compute_dtype(feats))  # (B, 1, 1, Tr' + K)
         for block in self.blocks:
-            lat = block(lat, torch.cat([feats, lat], dim=1), mask)  # (B, K, d)
-        return self.norm(lat)
+            kv = torch.cat([feats, lat.view(b, k, d)], dim=1).view(-1, d)  # (B*(Tr'+K), d)
+            lat = block(lat.reshape(b * k, d), kv, b, bias)  # (B*K, d)
+        return self.norm(lat).view(b, k, d)

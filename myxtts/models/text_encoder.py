@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import EncoderBlock, RMSNorm, length_mask, sinusoidal_positions
+from myxtts.models.layers import EncoderBlock, attention_bias, compute_dtype, length_mask, norm, sinusoidal_positions
 
 
 class TextEncoder(nn.Module):
@@ -26,7 +26,7 @@ class TextEncoder(nn.Module):
         self.alpha = nn.Parameter(torch.ones(1))
         self.blocks = nn.ModuleList(
             EncoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout) for _ in range(cfg.text_layers))
-        self.norm = RMSNorm(d)
+        self.norm = norm(d)
         self.dropout = nn.Dropout(cfg.dropout)
         self.scale = math.sqrt(d)
 
@@ -39,6 +39,9 @@ class TextEncoder(nn.Module):
         # them to unit scale, the same as the position code.
         x = self.embed(tokens) * self.scale + self.alpha * pos.to(self.embed.weight.dtype)
         x = self.dropout(x)  # (B, Tt, d)
+        bias = attention_bias(mask, compute_dtype(x))  # (B, 1, 1, Tt)
+        b, tt, d = x.shape
+        x = x.reshape(b * tt, d)  # rows: each projection a plain matmul (layers.Attention)
         for block in self.blocks:
-            x = block(x, mask)
-        return self.norm(x), mask
+            x = block(x, b, bias)  # (B*Tt, d)
+        return self.norm(x).view(b, tt, d), mask

@@ -187,7 +187,11 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
                 log.metrics(step, window, timer.window(), run.step_fn.lr, loop.recompiles)
             elif step % cfg.max_nonfinite == 0:
                 # Gradients are all-reduced, so every rank holds the same count: no collective.
-                check_finite(int(run.step_fn.skipped_run.item()), step, run)
+                # Read without a host sync: checked a step or two later, once it has arrived.
+                run.step_fn.request_skipped_run()
+            in_a_row = run.step_fn.skipped_run_if_ready()
+            if in_a_row is not None:
+                check_finite(in_a_row, step, run)
             if after_step is not None:
                 after_step(step)
             out_of_time = bool(cfg.time_budget_s) and \

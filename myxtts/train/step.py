@@ -88,6 +88,27 @@ class StepCounters:
     def _per_step_keys(self) -> set:
         return {"grad_norm"}
 
+    def request_skipped_run(self) -> None:
+        """Start reading the skipped-in-a-row counter without waiting for the device: on a GPU
+        a non-blocking copy into pinned memory and an event; ``skipped_run_if_ready`` reads it
+        once the GPU has passed the event, so the check costs no host sync."""
+        if self.skipped_run.device.type != "cuda":
+            self._pending_run = (self.skipped_run.clone(), None)
+            return
+        host = torch.empty((), dtype=torch.long, pin_memory=True)
+        host.copy_(self.skipped_run, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._pending_run = (host, done)
+
+    def skipped_run_if_ready(self) -> int | None:
+        """The value ``request_skipped_run`` asked for, once it is on the host; None before."""
+        pending = getattr(self, "_pending_run", None)
+        if pending is None or (pending[1] is not None and not pending[1].query()):
+            return None
+        self._pending_run = None
+        return int(pending[0])  # a host tensor: no device sync
+
     def counters_state(self) -> dict:
         return {"skipped_total": self.skipped_total.cpu(), "skipped_run": self.skipped_run.cpu()}
 

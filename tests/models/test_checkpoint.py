@@ -108,3 +108,15 @@ def test_clear_errors(tmp_path):
     save_file(tensors, str(tmp_path / "future.safetensors"), metadata=meta)
     with pytest.raises(UserError, match="format version"):
         load_model(tmp_path / "future.safetensors")
+
+
+def test_acoustic_checkpoint_of_the_rmsnorm_format_is_refused(tmp_path):
+    """Version-1 acoustic weights (RMSNorm) have the names and shapes of today's (LayerNorm):
+    they must be refused by version, not loaded into other maths."""
+    cfg = tiny()
+    path = save_model(tmp_path / "m.safetensors", _model(cfg), cfg, SYMBOLS)
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    save_file(load_file(str(path)), str(tmp_path / "old.safetensors"), metadata={**meta, "format_version": "1"})
+    with pytest.raises(UserError, match="acoustic checkpoint of format version 1"):
+        load_model(tmp_path / "old.safetensors")

@@ -86,3 +86,35 @@ def test_compiled_step_matches_eager_and_never_recompiles_after_warmup(monkeypat
         if mode == "default":
             assert warm > 0 and step_mod.compiled_graphs() == warm  # no recompiles after warm-up
     assert abs(results["off"] - results["default"]) < 1e-4 * abs(results["off"])
+
+
+def test_a_training_step_reads_nothing_back_from_the_device():
+    """Forward, losses, backward, clipping, AdamW and the schedule dispatch no op that hands a
+    device value to the host (on a GPU each would stall the host until the device drains),
+    and the non-finite check between logging steps reads its counter without one either."""
+    from myxtts.observe.ops import SYNC_OPS, count_step_ops
+
+    _, _, step = _setup("train.compile=off", "train.grad_clip=1.0")
+    step([_batch()])  # the optimizer allocates its state on the first step
+    ops = count_step_ops(step, _batch())
+    assert ops.total > 100 and "aten.addmm" in ops.counts  # it counted a real step
+    assert ops.syncs == {}, ops.syncs
+    assert {"aten._local_scalar_dense", "aten.nonzero", "aten.item"} <= SYNC_OPS
+
+    bad = _batch()
+    bad["mel"][0, 0, 0] = float("nan")
+    step([bad])
+    step.request_skipped_run()
+    assert step.skipped_run_if_ready() == 1  # a CPU copy is ready at once
+    assert step.skipped_run_if_ready() is None  # one request, one answer
+
+
+def test_op_counter_sees_a_host_read():
+    """The counter the test above relies on does flag a read-back."""
+    from myxtts.observe.ops import OpCounter, StepOps
+
+    x = torch.ones(3)
+    with OpCounter() as c:
+        float(x.sum())
+        torch.nonzero(x)
+    assert set(StepOps(dict(c.counts)).syncs) == {"aten._local_scalar_dense", "aten.nonzero"}

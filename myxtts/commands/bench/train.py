@@ -22,6 +22,19 @@ a GPU not in the table. Recompiles after warm-up = graphs dynamo compiled during
 compiled frames/s / frames/s of the eager mode at the same precision: eager_amp on a GPU,
 eager_fp32 on the CPU (whose training default is fp32).
 
+Compiled modes first compile every shape (``compile_shape``: forward, loss and backward of one
+batch, gradients dropped), timed per shape: ``compile_s_by_shape`` and their sum ``compile_s``.
+Eager modes report ``ops_per_step``: the ATen ops one optimizer step dispatches on the first
+batch (``observe.ops``; a device-independent proxy for kernel launches), and the host-sync ops
+among them. ``time_to_full_speed_s`` is the wall time from the start of the mode (building the
+run included) to the end of the first warm-up step from which every step runs within 10 % of
+its shape's steady-state median (the medians come from the timed steps, timed one by one with
+CUDA events on a GPU, so no sync is added between them); it is reported when ``--steps`` covers
+every shape, None otherwise.
+
+``--modes`` picks modes (comma list). The JSON file is rewritten as each mode finishes, so a run
+cut short by a time limit keeps the modes it finished.
+
 ``--quick`` on a CPU uses the tiny preset with a smaller model and compiles with the aot_eager
 backend (dynamo capture + AOTAutograd forward/backward without inductor's C++ code generation,
 which takes minutes per shape on a small CPU): it checks the compile path and its recompiles,
@@ -32,6 +45,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import os
+import statistics
 import time
 from pathlib import Path
 
@@ -63,6 +78,7 @@ def add_arguments(p) -> None:
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--steps", type=int, help="timed steps per mode (default: 30, --quick 10; "
                                              "on a CPU 10, --quick 4)")
+    p.add_argument("--modes", help=f"comma list of modes to run (default: all): {','.join(MODES)}")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256")
 
 
@@ -112,17 +128,75 @@ def fixed_batches(cfg: Config, cache, device: torch.device):
 
 
 # ------------------------------------------------------------------------------------ modes
-def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, peak_name: str) -> dict:
+
+class _StepClock:
+    """Per-step durations without a host sync between steps: CUDA events on a GPU (read after
+    the final sync), ``perf_counter`` on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.marks.append(ev)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def durations_ms(self) -> list[float]:
+        m = self.marks
+        if self.cuda:
+            return [a.elapsed_time(b) for a, b in zip(m, m[1:])]
+        return [(b - a) * 1e3 for a, b in zip(m, m[1:])]
+
+
+def compile_each_shape(step, batches, shapes, device) -> dict:
+    """Seconds to compile each shape (forward, loss and backward, gradients dropped, weights
+    and random state untouched), keyed "BxTtxTm"."""
+    out = {}
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        for b, shape in zip(batches, shapes):
+            t0 = time.perf_counter()
+            step.compile_shape(b)
+            sync(device)
+            out["x".join(map(str, shape))] = time.perf_counter() - t0
+    return out
+
+
+def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float]) -> float | None:
+    """warm: (batch index, step ms, end time s) of each warm-up step, in order → the end time of
+    the first step from which every later warm-up step is within 10 % of its shape's median;
+    None if the last warm-up step is still slower (full speed came with the timed steps)."""
+    if not medians:
+        return None
+    at = None
+    for i, ms, end in warm:
+        fast = ms <= 1.1 * medians[i]
+        at = (end if at is None else at) if fast else None
+    return at
+
+
+def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, peak_name: str,
+             shapes, t_start: float) -> dict:
     from myxtts.observe.flops import mfu
+    from myxtts.observe.ops import count_step_ops
     from myxtts.train.step import compiled_graphs
 
     step, dev, n = rig.step_fn, rig.device, len(batches)
     g0 = compiled_graphs()
     t0 = time.perf_counter()
-    for _ in range(warm_passes):  # every shape, so every compile happens here
-        for b in batches:
+    by_shape = compile_each_shape(step, batches, shapes, dev) if step.compile_mode != "off" else None
+    warm = []
+    for _ in range(warm_passes):  # every shape; a compiled step finishes compiling here
+        for i, b in enumerate(batches):
+            s0 = time.perf_counter()
             step([b])
-    sync(dev)
+            sync(dev)
+            end = time.perf_counter()
+            warm.append((i, (end - s0) * 1e3, end - t_start))
     warm_s = time.perf_counter() - t0
     graphs = compiled_graphs() - g0
     step.read_window()  # drop the warm-up losses
@@ -132,15 +206,27 @@ def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, pe
     n_flops = sum(flops[i] for i in order) if flops else None
 
     g1 = compiled_graphs()
+    clock = _StepClock(dev)
     sync(dev)
     t0 = time.perf_counter()
+    timed_start = t0 - t_start
+    clock.mark()
     for i in order:
         step([batches[i]])
+        clock.mark()
     sync(dev)
     secs = time.perf_counter() - t0
     recompiles = compiled_graphs() - g1
-
     window = step.read_window()
+
+    per_shape: dict[int, list[float]] = {}
+    for i, ms in zip(order, clock.durations_ms()):
+        per_shape.setdefault(i, []).append(ms)
+    medians = {i: statistics.median(v) for i, v in per_shape.items()}
+    # Judged only when every shape was timed: a shape without a median has no full speed.
+    at = full_speed_at(warm, medians) if len(medians) == n else None
+    ops = count_step_ops(step, batches[0]) if step.compile_mode == "off" else None
+
     m = mfu(n_flops, secs, peak_name) if n_flops else {"achieved_tflops": None, "mfu_pct": None,
                                                        "mfu_basis": "FLOPs not counted"}
     return {"skipped": False, "reason": None, "precision": rig.precision.name,
@@ -149,6 +235,13 @@ def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, pe
             "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu_pct"],
             "mfu_reason": None if m["mfu_pct"] is not None else m["mfu_basis"],
             "mfu_basis": m["mfu_basis"], "warmup_s": warm_s, "warmup_passes": warm_passes,
+            "compile_s": sum(by_shape.values()) if by_shape is not None else None,
+            "compile_s_by_shape": by_shape,
+            "time_to_full_speed_s": (at if at is not None else timed_start) if len(medians) == n else None,
+            "step_ms_by_shape": {"x".join(map(str, shapes[i])): v for i, v in sorted(medians.items())},
+            "ops_per_step": ops.total if ops else None,
+            "ops_shape": list(shapes[0]) if ops else None,
+            "host_sync_ops_per_step": sum(ops.syncs.values()) if ops else None,
             "graphs_compiled_in_warmup": graphs, "recompiles_after_warmup": recompiles,
             "loss": window.get("loss"), "skipped_steps": window.get("skipped_steps")}
 
@@ -156,7 +249,8 @@ def run_mode(rig, batches, frames, rows, flops, steps: int, warm_passes: int, pe
 def skipped(reason: str, precision: str | None = None) -> dict:
     return {"skipped": True, "reason": reason, "precision": precision, "steps": 0, "seconds": None,
             "step_ms": None, "samples_per_s": None, "frames_per_s": None, "achieved_tflops": None,
-            "mfu": None, "mfu_reason": reason, "recompiles_after_warmup": None}
+            "mfu": None, "mfu_reason": reason, "recompiles_after_warmup": None, "compile_s": None,
+            "compile_s_by_shape": None, "time_to_full_speed_s": None, "ops_per_step": None}
 
 
 # ------------------------------------------------------------------------------------ run
@@ -176,6 +270,7 @@ def run(args) -> int:
     steps = args.steps or ((4 if args.quick else 10) if cpu else (10 if args.quick else 30))
     if steps < 1:
         raise UserError("--steps must be at least 1")
+    selected = parse_modes(args.modes)
     path = Path(args.data) if args.data else demo_cache(cfg)
     cache = Cache(path, expect=cfg)
     sampler, batches, frames, rows, shapes = fixed_batches(cfg, cache, device)
@@ -199,8 +294,14 @@ def run(args) -> int:
             "compiled_cudagraphs": (run_precision, "cudagraphs",
                                     "needs a CUDA GPU (CUDA graphs)" if cpu else None)}
     results, flops, params = {}, None, None
+    head = {"device": device_name(), "device_type": device.type, "config": config,
+            "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
+            "compile_backend": backend, "note": CPU_QUICK_NOTE if quick_cpu else None,
+            "shapes": [list(s) for s in shapes], "modes_selected": list(selected)}
     for name in MODES:
         precision, compile_mode, reason = plan[name]
+        if name not in selected:
+            reason = "not selected (--modes)"
         if reason:
             results[name] = skipped(reason, precision)
             say(f"  {name}: skipped ({reason})")
@@ -209,43 +310,71 @@ def run(args) -> int:
             torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
         say(f"  {name}: precision {precision}, compile {compile_mode}"
             + (f" ({backend})" if compile_mode != "off" else "") + " ...", flush=True)
+        t_start = time.perf_counter()
         rig = build_run(cfg, path, precision=precision, compile=compile_mode,
                         backend="aot_eager" if quick_cpu else None, with_batches=False)
+        build_s = time.perf_counter() - t_start
         if flops is None:  # FLOPs of each batch's step, on the eager model before any update
+            t0 = time.perf_counter()
             flops = [count_step_flops(rig.model, b) for b in batches]
             params = sum(p.numel() for p in rig.model.parameters())
+            t_start += time.perf_counter() - t0  # not part of getting to full speed
         # Eager: one pass (allocator, kernels); compiled: a second pass after the compiles, in
         # case a first call's side effects change a guard; CUDA graphs record on later calls.
         warm_passes = {"off": 1, "default": 2, "cudagraphs": 3}[compile_mode]
-        results[name] = run_mode(rig, batches, frames, rows, flops, steps, warm_passes, peak_name)
-        results[name].update(compile=compile_mode,
+        results[name] = run_mode(rig, batches, frames, rows, flops, steps, warm_passes, peak_name,
+                                 shapes, t_start)
+        results[name].update(compile=compile_mode, build_s=build_s,
                              backend=backend if compile_mode != "off" else None)
         del rig
         gc.collect()
         if not cpu:
             torch.cuda.empty_cache()
+        if args.json:  # what is finished survives a time limit
+            write_json(args.json, summarise(head, results, params, flops, run_precision))
     torch._dynamo.reset()
 
-    ran = [results[m]["recompiles_after_warmup"] for m in COMPILED if not results[m]["skipped"]]
-    base_mode = "eager_fp32" if run_precision == "fp32" else "eager_amp"  # same precision
-    comp, ref = results["compiled"], results[base_mode]
-    speedup = comp["frames_per_s"] / ref["frames_per_s"] \
-        if not comp["skipped"] and ref["frames_per_s"] else None
-    result = {
-        "device": device_name(), "device_type": device.type, "config": config,
-        "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
-        "compile_backend": backend, "note": CPU_QUICK_NOTE if quick_cpu else None,
-        "model_params": params, "shapes": [list(s) for s in shapes],
-        "flops_per_batch": flops,
-        "train": dict(results, recompiles_after_warmup=max(ran) if ran else None),
-        "compile_speedup": speedup,
-        "compile_speedup_basis": f"compiled ({run_precision}) frames/s / {base_mode} frames/s",
-    }
+    result = summarise(head, results, params, flops, run_precision)
     print_table(result)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.json, result)
     return 0
+
+
+def parse_modes(text: str | None) -> tuple[str, ...]:
+    """``--modes`` → the selected modes in the order they run; all when not given."""
+    if not text:
+        return MODES
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if bad or not names:
+        raise UserError(f"--modes {text!r}: unknown mode {', '.join(bad) or '(none given)'}; "
+                        f"choose from {','.join(MODES)}")
+    return tuple(m for m in MODES if m in names)
+
+
+def summarise(head: dict, results: dict, params, flops, run_precision: str) -> dict:
+    """The JSON record of the modes finished so far (``modes_pending``: the rest)."""
+    done = dict(results)
+    ran = [done[m]["recompiles_after_warmup"] for m in COMPILED if m in done and not done[m]["skipped"]]
+    base_mode = "eager_fp32" if run_precision == "fp32" else "eager_amp"  # same precision
+    comp, ref = done.get("compiled"), done.get(base_mode)
+    speedup = comp["frames_per_s"] / ref["frames_per_s"] \
+        if comp and ref and not comp["skipped"] and ref["frames_per_s"] else None
+    return {**head, "model_params": params, "flops_per_batch": flops,
+            "modes_pending": [m for m in head["modes_selected"] if m not in done],
+            "train": dict(done, recompiles_after_warmup=max(ran) if ran else None),
+            "compile_speedup": speedup,
+            "compile_speedup_basis": f"compiled ({run_precision}) frames/s / {base_mode} frames/s"}
+
+
+def write_json(path, result: dict) -> None:
+    """Write atomically: a run killed mid-write leaves the previous version."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def _f(v, fmt: str) -> str:
@@ -255,7 +384,8 @@ def _f(v, fmt: str) -> str:
 def print_table(r: dict) -> None:
     print()
     print(f"{'mode':<21}{'precision':>10}{'compile':>12}{'samples/s':>11}{'frames/s':>11}"
-          f"{'step ms':>9}{'MFU %':>7}{'warm-up s':>11}{'recompiles':>12}")
+          f"{'step ms':>9}{'MFU %':>7}{'ops/step':>10}{'compile s':>11}{'full speed s':>14}"
+          f"{'recompiles':>12}")
     for name in MODES:
         m = r["train"][name]
         if m["skipped"]:
@@ -263,8 +393,13 @@ def print_table(r: dict) -> None:
             continue
         print(f"{name:<21}{m['precision']:>10}{m['compile']:>12}{m['samples_per_s']:>11,.1f}"
               f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{_f(m['mfu'], '{:.1f}'):>7}"
-              f"{m['warmup_s']:>11.1f}{m['recompiles_after_warmup']:>12}")
+              f"{_f(m['ops_per_step'], '{:,}'):>10}{_f(m['compile_s'], '{:.1f}'):>11}"
+              f"{_f(m['time_to_full_speed_s'], '{:.1f}'):>14}{m['recompiles_after_warmup']:>12}")
     print()
+    for name in COMPILED:
+        by_shape = r["train"][name].get("compile_s_by_shape")
+        if by_shape:
+            print(f"{name} compile s per shape: " + ", ".join(f"{k} {v:.1f}" for k, v in by_shape.items()))
     reasons = {m["mfu_reason"] for m in (r["train"][n] for n in MODES) if not m["skipped"]} - {None}
     if reasons:
         print(f"MFU: not reported ({'; '.join(sorted(reasons))})")
