@@ -137,8 +137,10 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
             f"data.frame_budget=auto: {d.base_frame_budget} (data.base_frame_budget; memory is sized on a GPU only)"
     else:
         t0 = time.perf_counter()
-        made = (probe or _gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
+        made = (probe or gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
+        corpus = int(Cache(data).n_frames.sum())  # a larger batch would only repeat utterances
         budget, why = S.search_budget(made.fits, d.base_frame_budget,
+                                      max_budget=max(d.base_frame_budget, min(corpus, S.MAX_BUDGET)),
                                       time_limit_s=S.TIME_LIMIT_S - (time.perf_counter() - t0))
         if hasattr(made, "close"):
             made.close()
@@ -154,7 +156,9 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
                    f"{sized.data.max_batch_size}, train.lr {sized.train.lr:.3g} (square-root rule)")
 
 
-def _gpu_probe(data, device: torch.device, info: DistInfo):
+def gpu_probe(data, device: torch.device, info: DistInfo):
+    """``probe`` for :func:`size_batches` on this GPU: a run built once (eager, no batches),
+    measured against 85 % of the memory free before it was built."""
     def make(cfg: Config) -> S.MemoryProbe:
         free = S.free_memory(device)
         rig = build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank), compile="off",

@@ -62,10 +62,11 @@ def with_budget(cfg: Config, budget: int, scale_lr: bool = False) -> Config:
     return dataclasses.replace(cfg, data=data, train=train)
 
 
-def search_budget(fits: Callable[[int], bool], start: int, *, max_trials: int = MAX_TRIALS,
-                  time_limit_s: float = TIME_LIMIT_S, clock=time.monotonic) -> tuple[int | None, str]:
-    """Largest budget ``fits`` accepts, searched from ``start``, and a note on what bounded it.
-    None when even ``MIN_BUDGET`` does not fit."""
+def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = MAX_BUDGET,
+                  max_trials: int = MAX_TRIALS, time_limit_s: float = TIME_LIMIT_S,
+                  clock=time.monotonic) -> tuple[int | None, str]:
+    """Largest budget ``fits`` accepts, searched from ``start`` up to ``max_budget``, and a note on
+    what bounded it. None when even ``MIN_BUDGET`` does not fit."""
     t0, trials = clock(), 0
 
     def ok(b: int) -> bool:
@@ -80,7 +81,7 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_trials: int = 
     limit = f"; search stopped after {max_trials} steps or {time_limit_s:g} s"
     if ok(start):
         lo, hi, cand = start, None, start * 2
-        while cand <= MAX_BUDGET:
+        while cand <= max_budget:
             if out_of_time():
                 return lo, note + limit
             if not ok(cand):
@@ -88,7 +89,9 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_trials: int = 
                 break
             lo, cand = cand, cand * 2
         else:
-            return lo, f"stopped at {MAX_BUDGET} frames"
+            if lo < max_budget and not out_of_time() and ok(max_budget):
+                return max_budget, f"stopped at {max_budget} frames, the whole corpus in one batch"
+            return lo, f"stopped below {max_budget} frames, the whole corpus in one batch"
     else:
         lo, hi, cand = None, start, start // 2
         while cand >= MIN_BUDGET:
