@@ -1,19 +1,16 @@
 """Compile time of the training step with inductor, cold and warm, one shape and all shapes.
 
-    python benchmarks/compile_cold_warm.py [--data CACHE] [--shapes 4] [--json out.json]
+    python benchmarks/compile_cold_warm.py [--data CACHE] [--shapes 4] [--measure ...] [--json out.json]
 
 Three measurements, each in a process of its own (the in-process caches start empty) and each
 timing ``train.compile.compile_shapes`` (forward, loss and backward of one batch per bucket
-shape, before step 1) on the ``tiny`` preset with ``train.compile=default``:
+shape, as a training run does before step 1) on the ``tiny`` preset with
+``train.compile=default`` on this machine's device:
 
-1. ``cold_one_shape``: one bucket shape (``data.max_buckets=1``), fresh compile cache, the step
-   compiled for its static shape.
-2. ``cold_all_shapes``: ``--shapes`` buckets, fresh compile cache, the step as ``build_run`` sets
-   it up (the dims that vary between shapes marked dynamic: one graph for all shapes).
-3. ``warm_all_shapes``: the same in a second process, reusing the cache of 2.
-
-``--static`` adds ``cold_all_shapes_static``: every shape compiled on its own, as before the
-dims were marked dynamic (the cost that multiplies by the number of shapes).
+1. ``cold_one_shape``: one bucket shape (``data.max_buckets=1``), fresh compile cache;
+2. ``cold_all_shapes``: ``--shapes`` buckets, fresh compile cache;
+3. ``warm_all_shapes``: the same in a second process, reusing the cache of 2;
+4. ``warm_one_shape`` (only when asked with ``--measure``): 1 again, reusing the cache of 1.
 
 Each measurement then runs every shape once more and counts the graphs compiled (must be 0).
 Without ``--data`` the test fixture corpus (8 LJSpeech clips, each linked 20 times by
@@ -54,7 +51,7 @@ def _commit() -> str:
     return r.stdout.strip() + ("+changes" if dirty else "")
 
 
-def measure(data: str, shapes: int, static: bool) -> dict:
+def measure(data: str, shapes: int) -> dict:
     """One measurement in this process (the compile cache is wherever the environment says)."""
     import torch
 
@@ -66,8 +63,6 @@ def measure(data: str, shapes: int, static: bool) -> dict:
 
     cfg = load("tiny", [f"data.max_buckets={shapes}", "data.num_workers=0", "train.compile=default"])
     run = build_run(cfg, data, with_batches=False)
-    if static:
-        run.step_fn.varying = ()
     per_shape: list[float] = []
     compile_shapes(run, lambda k, n, s: per_shape.append(s - sum(per_shape)))
     seconds = sum(per_shape)
@@ -78,20 +73,19 @@ def measure(data: str, shapes: int, static: bool) -> dict:
             run.step_fn.compile_shape(bb.of_bucket(run.sampler, b))
     from torch._dynamo.utils import counters
 
-    return {"shapes": [list(s) for s in run.shapes], "varying_dims": list(run.step_fn.varying),
-            "compile_s": round(seconds, 1), "per_shape_s": [round(s, 1) for s in per_shape],
+    return {"shapes": [list(s) for s in run.shapes], "compile_s": round(seconds, 1),
+            "per_shape_s": [round(s, 1) for s in per_shape],
             "graphs_compiled": graphs, "recompiles_after_warm_up": compiled_graphs() - graphs,
             "fxgraph_cache_hits": hits, "fxgraph_cache_misses": misses,
             "aot_autograd_cache_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
             "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
 
 
-def _child(data: str, shapes: int, static: bool, cache: Path) -> dict:
+def _child(data: str, shapes: int, cache: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["MYXTTS_COMPILE_CACHE"] = str(cache)
     load = os.getloadavg()
     cmd = [sys.executable, __file__, "--one", "--data", data, "--shapes", str(shapes)]
-    cmd += ["--static"] if static else []
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode:
@@ -106,13 +100,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="prepared cache (default: the test fixture, prepared now)")
     ap.add_argument("--shapes", type=int, default=4, help="data.max_buckets of the all-shapes runs")
-    ap.add_argument("--static", action="store_true", help="with --one: compile each shape on its own; "
-                    "otherwise: also measure that cold for all shapes")
+    ap.add_argument("--measure", default="cold_one_shape,cold_all_shapes,warm_all_shapes",
+                    help="comma-separated, in order: cold_one_shape, cold_all_shapes, warm_all_shapes, "
+                    "warm_one_shape (a warm one follows its cold one)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(measure(a.data, a.shapes, a.static)))
+        print(json.dumps(measure(a.data, a.shapes)))
         return
     import torch
 
@@ -131,20 +126,20 @@ def main() -> None:
         "cpu": _cpu_model(), "cpus": os.cpu_count(), "gpu": None}, "torch": torch.__version__,
         "commit": _commit(), "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "preset": "tiny", "backend": "inductor", "device": "cpu"}
-    plan = [("cold_one_shape", 1, True, tmp / "cold1"), ("cold_all_shapes", a.shapes, False, tmp / "cold"),
-            ("warm_all_shapes", a.shapes, False, tmp / "cold")]
-    if a.static:
-        plan.append(("cold_all_shapes_static", a.shapes, True, tmp / "cold_static"))
-    for name, n, static, cache in plan:
-        print(f"{name}: data.max_buckets={n}{' (static)' if static else ''}, cache {cache} ...",
-              file=sys.stderr, flush=True)
-        res[name] = _child(data, n, static, cache)
+    plans = {"cold_one_shape": (1, tmp / "one"), "warm_one_shape": (1, tmp / "one"),
+             "cold_all_shapes": (a.shapes, tmp / "all"), "warm_all_shapes": (a.shapes, tmp / "all")}
+    for name in a.measure.split(","):
+        n, cache = plans[name]
+        print(f"{name}: data.max_buckets={n}, cache {cache} ...", file=sys.stderr, flush=True)
+        res[name] = _child(data, n, cache)
         print(f"  {res[name]['compile_s']} s, per shape {res[name]['per_shape_s']}", file=sys.stderr, flush=True)
         if a.json:  # written after each measurement: a partial record survives an interruption
             Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
-    one, cold, warm = (res[k]["compile_s"] for k in ("cold_one_shape", "cold_all_shapes", "warm_all_shapes"))
-    res["cold_all_over_cold_one"] = round(cold / one, 2)
-    res["warm_over_cold"] = round(warm / cold, 3)
+    for ratio, (num, den) in {"cold_all_over_cold_one": ("cold_all_shapes", "cold_one_shape"),
+                              "warm_all_over_cold_all": ("warm_all_shapes", "cold_all_shapes"),
+                              "warm_one_over_cold_one": ("warm_one_shape", "cold_one_shape")}.items():
+        if num in res and den in res:
+            res[ratio] = round(res[num]["compile_s"] / res[den]["compile_s"], 3)
     text = json.dumps(res, indent=2)
     if a.json:
         Path(a.json).write_text(text + "\n")

@@ -25,7 +25,7 @@ from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
-from myxtts.train.compile import resolve_compile, use_cache, varying_dims
+from myxtts.train.compile import resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.optim import build_optimizer, build_scheduler
 from myxtts.train.precision import Precision, pick_device, resolve
@@ -116,7 +116,6 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, tcfg, backend)
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    step_fn.varying = varying_dims(sampler.shapes())
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
                note, budget_note)
 

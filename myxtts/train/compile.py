@@ -35,31 +35,6 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tu
     return "cudagraphs", "auto: inductor with CUDA graphs"
 
 
-# Which dims of each batch-contract tensor are the batch size and the padded lengths; every other
-# dim (mel channels, the reference clip's fixed length) is the same in every batch of a run.
-_DIMS = {"tokens": ("B", "Tt"), "mel": ("B", "Tm")}
-
-
-def varying_dims(shapes: list[tuple[int, int, int]]) -> tuple[str, ...]:
-    """Which of B, Tt, Tm take more than one value over the run's (B, Tt, Tm) shapes."""
-    return tuple(name for i, name in enumerate(("B", "Tt", "Tm")) if len({s[i] for s in shapes}) > 1)
-
-
-def mark_varying(batch: dict, varying: tuple[str, ...]) -> dict:
-    """Mark the ``varying`` dims of a batch symbolic for dynamo, so that the first shape compiles
-    a graph that every other bucket shape reuses: one compile for the whole shape set instead of
-    one per shape. Under ``reduce-overhead`` CUDA graphs still record one graph per concrete shape
-    (a replay is cheap; recording it is not a compile). ``maybe_``: a dim the model's code fixes
-    stays static rather than failing the run. Marked on every call, so a batch built anywhere (the
-    trainer, ``bench``, ``profile``) meets the same graph."""
-    if varying:
-        for key, t in batch.items():
-            idx = [i for i, d in enumerate(_DIMS.get(key, ("B",))) if d in varying and i < t.dim()]
-            if idx:
-                torch._dynamo.maybe_mark_dynamic(t, idx)
-    return batch
-
-
 def cache_dir(setting: str = "") -> Path:
     if setting:
         return Path(setting).expanduser()

@@ -19,7 +19,6 @@ import torch
 
 from myxtts.config import TrainConfig
 from myxtts.errors import UserError
-from myxtts.train.compile import mark_varying
 from myxtts.train.precision import Precision
 
 COMPILE_MODES = {"default": None, "max-autotune": "max-autotune", "cudagraphs": "reduce-overhead"}
@@ -113,16 +112,12 @@ class TrainStep(StepCounters):
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
         self.hooks: list = []   # objects with phase(name): measurement marks inside the step
         self.loss_fn = self._forward_loss
-        self.varying: tuple[str, ...] = ()  # of "B", "Tt", "Tm"
         if cfg.compile != "off":
             if cfg.compile == "cudagraphs" and dev.type != "cuda":
                 raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
             _allow_many_shapes()
-            compiled = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
-                                     dynamic=False, **({"backend": backend} if backend else {}))
-            # The batch dims that differ between the run's shapes are symbolic, so one graph
-            # serves every bucket (build_run sets them from the sampler; see train/compile.py).
-            self.loss_fn = lambda batch: compiled(mark_varying(batch, self.varying))
+            self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
+                                         dynamic=False, **({"backend": backend} if backend else {}))
 
     def _forward_loss(self, batch: dict) -> dict:
         with self.precision.autocast():
