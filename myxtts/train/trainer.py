@@ -98,8 +98,8 @@ def _compile_up_front(run: Run, log) -> dict:
     seconds = compile_shapes(run, progress)
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
-    log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} graph(s) loaded, "
-            f"{misses} compiled anew")
+    log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} of {hits + misses} "
+            f"graphs (a forward and a backward per shape) loaded, {misses} compiled anew")
     return {"compile_s": seconds, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 
