@@ -21,9 +21,10 @@ class ConfigError(ValueError):
     """A configuration value or key is invalid; the message names the key."""
 
 
-def _f(default, *, lo=None, hi=None, choices=None, help=""):
-    """A dataclass field with validation metadata (inclusive range, allowed choices)."""
-    meta = {"lo": lo, "hi": hi, "choices": choices, "help": help}
+def _f(default, *, lo=None, hi=None, choices=None, auto=False, help=""):
+    """A dataclass field with validation metadata (inclusive range, allowed choices; ``auto``: an
+    integer field that also takes the word ``auto``)."""
+    meta = {"lo": lo, "hi": hi, "choices": choices, "auto": auto, "help": help}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
     return field(default=default, metadata=meta)
@@ -59,7 +60,10 @@ class DataConfig:
     store_wav: bool = _f(True, help="keep int16 waveforms in the cache (vocoder training)")
     val_fraction: float = _f(0.05, lo=0.0, hi=0.5, help="share held out for validation")
     val_max: int = _f(100, lo=0, help="cap on held-out utterances")
-    frame_budget: int = _f(12000, lo=64, help="padded mel frames per batch")
+    frame_budget: int | str = _f("auto", lo=64, auto=True, help="padded mel frames per batch; auto: "
+                                 "the largest that fits GPU memory (on a CPU: base_frame_budget)")
+    base_frame_budget: int = _f(12000, lo=64, help="the batch train.lr is set for, and the budget "
+                                "of frame_budget=auto where no GPU memory is measured")
     budget_mode: str = _f("linear", choices=["linear", "quadratic"])
     max_batch_size: int = _f(64, lo=1)
     pad_multiple: int = _f(16, lo=1, hi=1024, help="bucket lengths are multiples of this")
@@ -69,6 +73,12 @@ class DataConfig:
     prefetch_factor: int = _f(4, lo=1, hi=64)
     pin_memory: bool = _f(True)
     on_the_fly: bool = _f(False, help="read raw audio and compute mels on the device")
+
+    @property
+    def fixed_budget(self) -> int:
+        """The frame budget where no GPU memory is measured: ``frame_budget``, or
+        ``base_frame_budget`` when it is ``auto`` (``train.build`` sizes ``auto`` on a GPU)."""
+        return self.base_frame_budget if self.frame_budget == "auto" else self.frame_budget
 
 
 @dataclass
@@ -211,8 +221,13 @@ def _build(cls, data: dict, prefix: str):
         typ = hints[key]
         if dataclasses.is_dataclass(typ):
             kwargs[key] = _build(typ, value or {}, full + ".")
+        elif names[key].metadata.get("auto") and value == "auto":
+            kwargs[key] = "auto"
         else:
-            v = _coerce(value, typ, full)
+            try:
+                v = _coerce(value, int if names[key].metadata.get("auto") else typ, full)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (or auto)" if names[key].metadata.get("auto") else str(e)) from None
             _check_range(v, names[key].metadata, full)
             kwargs[key] = v
     return cls(**kwargs)

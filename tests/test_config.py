@@ -24,6 +24,8 @@ def test_overrides_reach_typed_fields():
     ("train.max_steps=0", "below the minimum"),
     ("data.val_fraction=0.9", "above the maximum"),
     ("train.compile=fast", "not one of"),
+    ("data.frame_budget=lots", "data.frame_budget: expected an integer, got 'lots' \\(or auto\\)"),
+    ("data.frame_budget=32", "below the minimum 64"),
     ("audio.trim_silence=maybe", "expected true/false"),
     ("train", "not of the form"),
     ("train=3", "is a section"),
@@ -41,3 +43,13 @@ def test_yaml_file_errors_name_the_key(tmp_path):
         C.load(p)
     with pytest.raises(C.ConfigError, match="not found"):
         C.load(tmp_path / "missing.yaml")
+
+
+def test_frame_budget_is_auto_by_default_or_a_number(tmp_path):
+    cfg = C.load("tiny")
+    assert cfg.data.frame_budget == "auto" and cfg.data.fixed_budget == cfg.data.base_frame_budget == 4000
+    assert C.load("base").data.fixed_budget == 12000
+    fixed = C.load("tiny", ["data.frame_budget=2000"]).data
+    assert fixed.frame_budget == 2000 and fixed.fixed_budget == 2000
+    cfg.save(tmp_path / "c.yaml")
+    assert C.load(tmp_path / "c.yaml").data.frame_budget == "auto"

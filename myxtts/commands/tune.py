@@ -1,9 +1,10 @@
 """``myxtts tune``: the largest frame budget that fits this GPU, the fewest workers that feed it.
 
-Finds the largest data.frame_budget whose largest batch trains within GPU memory (doubling, then
-bisection, recovering from out-of-memory errors) and the fewest data.num_workers that keep
-input-bound below 1 % of the measured step time; writes them as a YAML overlay and a merged
-config.
+Finds the largest data.frame_budget whose largest batch trains within 85 % of the free GPU memory
+(what data.frame_budget=auto chooses when a run starts: doubling, then bisection, recovering from
+out-of-memory errors, with the batch cap and learning rate that go with it) and the fewest
+data.num_workers that keep input-bound below 1 % of the measured step time; writes them as a
+YAML overlay and a merged config.
 """
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ class BucketSampler(Sampler):
     @classmethod
     def from_config(cls, mel_lens, text_lens, data_cfg, indices=None, **kw) -> BucketSampler:
         d = data_cfg
-        settings = dict(frame_budget=d.frame_budget, budget_mode=d.budget_mode,
+        settings = dict(frame_budget=d.fixed_budget, budget_mode=d.budget_mode,
                         max_batch_size=d.max_batch_size, pad_multiple=d.pad_multiple,
                         max_buckets=d.max_buckets)
         return cls(mel_lens, text_lens, indices, **{**settings, **kw})  # kw wins

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +23,7 @@ from myxtts.errors import UserError
 from myxtts.models.vocoder import HiFiGANGenerator, MultiPeriodDiscriminator, MultiScaleDiscriminator
 from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
+from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
 from myxtts.train.compile import resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
@@ -48,6 +50,7 @@ class Run:
     sampler: object                # the training split's BucketSampler (the run's shapes)
     batches: Batches | None        # endless device batches (None when not asked for)
     compile_note: str = ""         # how train.compile=auto was resolved, for the run header
+    budget_note: str = ""          # how data.frame_budget=auto was resolved, for the run header
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
@@ -80,18 +83,24 @@ def seed_everything(cfg: Config, rank: int = 0) -> None:
 
 def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
               compile: str | None = None, precision: str | None = None,
-              backend: str | None = None, with_batches: bool = True) -> Run:
+              backend: str | None = None, with_batches: bool = True,
+              frame_budget: int | None = None) -> Run:
     """Assemble a run on this process's device. ``compile`` and ``precision`` override
     ``train.compile`` / ``train.precision`` and ``backend`` torch.compile's backend (the
-    measuring commands compare modes)."""
+    measuring commands compare modes). ``frame_budget``: what ``data.frame_budget=auto`` chose
+    when this run started (a resume takes it rather than measuring again)."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
     info = info or DistInfo()
     tcfg = dataclasses.replace(cfg.train, **{k: v for k, v in (("compile", compile),
                                                                ("precision", precision)) if v})
     cfg = dataclasses.replace(cfg, train=tcfg)
-    seed_everything(cfg, info.rank)
     device = pick_device(info.local_rank)
+    budget_note = ""
+    if stage == "acoustic":  # sized before seeding: measuring draws random numbers
+        cfg, budget_note = size_batches(cfg, data, device, info, frame_budget)
+        tcfg = cfg.train
+    seed_everything(cfg, info.rank)
     prec = resolve(tcfg.precision, device)
     mode, note = resolve_compile(tcfg.compile, device, info.enabled)
     if mode != "off" and stage == "acoustic":
@@ -108,7 +117,53 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
-               note)
+               note, budget_note)
+
+
+def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
+                 given: int | None = None, probe=None) -> tuple[Config, str]:
+    """Resolve ``data.frame_budget=auto`` (train/sizing.py): the config to train with (budget,
+    batch cap and learning rate) and a line saying what was chosen and why. ``probe(cfg)``
+    makes the object whose ``fits(budget)`` measures a candidate (a GPU measurement by default;
+    tests pass a fake)."""
+    d = cfg.data
+    if d.frame_budget != "auto":
+        return cfg, ""
+    if given is not None:
+        budget, why = given, "as chosen when this run started"
+    elif device.type != "cuda" and probe is None:
+        return S.with_budget(cfg, d.base_frame_budget), \
+            f"data.frame_budget=auto: {d.base_frame_budget} (data.base_frame_budget; memory is sized on a GPU only)"
+    else:
+        t0 = time.perf_counter()
+        made = (probe or gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
+        corpus = int(Cache(data).n_frames.sum())  # a larger batch would only repeat utterances
+        budget, why = S.search_budget(made.fits, d.base_frame_budget,
+                                      max_budget=max(d.base_frame_budget, min(corpus, S.MAX_BUDGET)),
+                                      time_limit_s=S.TIME_LIMIT_S - (time.perf_counter() - t0))
+        if hasattr(made, "close"):
+            made.close()
+        if info.enabled:  # every rank must plan the same shapes: the smallest GPU decides
+            t = torch.tensor(budget or 0, device=device)
+            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
+            budget = int(t.item())
+        if not budget:
+            raise UserError(f"data.frame_budget=auto: {why}")
+        why += f"; sized in {time.perf_counter() - t0:.0f} s"
+    sized = S.with_budget(cfg, budget, scale_lr=True)
+    return sized, (f"data.frame_budget=auto: {budget} frames ({why}), data.max_batch_size "
+                   f"{sized.data.max_batch_size}, train.lr {sized.train.lr:.3g} (square-root rule)")
+
+
+def gpu_probe(data, device: torch.device, info: DistInfo):
+    """``probe`` for :func:`size_batches` on this GPU: a run built once (eager, no batches),
+    measured against 85 % of the memory free before it was built."""
+    def make(cfg: Config) -> S.MemoryProbe:
+        free = S.free_memory(device)
+        rig = build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank), compile="off",
+                        with_batches=False)
+        return S.MemoryProbe(rig, int(S.HEADROOM * free))
+    return make
 
 
 def _vocoder(cfg, data, info, device, prec, with_batches) -> Run:

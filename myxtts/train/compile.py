@@ -30,8 +30,8 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tu
     if device.type != "cuda":
         return "off", "auto: eager on the CPU"
     if distributed:
-        return "default", ("auto: inductor without CUDA graphs under DDP (graphs cannot be "
-                           "captured around the gradient all-reduce)")
+        return "default", ("auto: inductor without CUDA graphs under DDP (the gradient all-reduce "
+                           "runs between the compiled pieces, outside any graph)")
     return "cudagraphs", "auto: inductor with CUDA graphs"
 
 

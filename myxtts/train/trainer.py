@@ -19,6 +19,7 @@ from myxtts.train.build import Run, build_run
 from myxtts.train.compile import cache_hits, compile_shapes
 from myxtts.train.log import TrainLog, device_label
 from myxtts.train.loop import Loop, fit
+from myxtts.train.sizing import as_saved, chosen_budget
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -32,7 +33,7 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     info = D.setup()
     try:
         last = ckpt.resume_point(out, "acoustic")
-        run = build_run(cfg, data, info=info)
+        run = build_run(cfg, data, info=info, frame_budget=chosen_budget(out) if last else None)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
@@ -49,13 +50,16 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         loop.restore(last)
         log.say(f"resuming from {last} at step {loop.state.step}")
     elif info.is_main:
-        asked.save(out / "config.yaml")  # as asked: "auto" resolves again on the next machine
+        # As asked (compile "auto" resolves again on the next machine), with the budget chosen.
+        as_saved(asked, cfg).save(out / "config.yaml")
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
     note = f" ({run.compile_note})" if run.compile_note else ""
     log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters | device "
             f"{device_label(run.device)} | precision {run.precision.name} | compile "
             f"{cfg.train.compile}{note} | world size {info.world_size}")
+    if run.budget_note:
+        log.say(run.budget_note)
     log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
             f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%")
     compiled = _compile_up_front(run, log)
@@ -95,8 +99,8 @@ def _compile_up_front(run: Run, log) -> dict:
     seconds = compile_shapes(run, log.compiling)
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
-    log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} graph(s) loaded, "
-            f"{misses} compiled anew")
+    log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} of {hits + misses} "
+            f"graphs (a forward and a backward per shape) loaded, {misses} compiled anew")
     return {"compile_s": seconds, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 

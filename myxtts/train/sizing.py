@@ -1,0 +1,191 @@
+"""Batches sized to the device: what ``data.frame_budget=auto`` resolves to, and the learning
+rate that goes with it.
+
+On a CUDA GPU, before anything else is built, the largest frame budget whose largest bucket
+trains within ``HEADROOM`` of the memory free at the start is searched for: one eager step
+(forward, loss, backward, clipping, AdamW) of the sampler's largest bucket at a candidate budget
+fits when it raises no out-of-memory error and its peak reserved memory stays within the limit.
+From ``data.base_frame_budget`` the budget doubles while it fits and halves while it does not,
+then bisects to ``RESOLUTION``; at most ``MAX_TRIALS`` steps and ``TIME_LIMIT_S`` seconds, after
+which the largest budget seen to fit is taken. The step runs eagerly: a compiled step needs no
+more memory, and compiling each candidate would take minutes. Under DDP every rank measures its
+own GPU and all take the smallest answer (the ranks must agree on the shapes).
+
+``data.max_batch_size`` grows with the budget (``max_batch_size x budget / base_frame_budget``),
+so on a large GPU memory, not the cap, bounds the batch, and a batch keeps the mix of lengths the
+preset has at its base budget. On a CPU ``auto`` means ``data.base_frame_budget``: nothing is
+measured and nothing changes.
+
+Learning rate: ``train.lr`` is the rate for a batch of ``data.base_frame_budget`` frames. When
+``auto`` picks budget B, the run uses ``train.lr x sqrt(B / base_frame_budget)``, at most
+``MAX_LR_SCALE`` times ``train.lr`` (square-root scaling, the rule for Adam-type optimisers: the
+gradient noise falls as 1/batch, so the step may grow as its square root). A budget set by hand
+is taken with ``train.lr`` as given.
+
+The budget chosen is saved in the run's ``config.yaml``; a resumed run reads it back
+(:func:`chosen_budget`) instead of measuring again, so it keeps the same shapes and the same rate.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import yaml
+
+from myxtts.config import Config
+from myxtts.train.batches import BucketBatches, largest_bucket
+from myxtts.train.precision import sync
+
+HEADROOM = 0.85        # peak reserved memory / memory free when the run starts
+RESOLUTION = 0.05      # bisection stops when the bracket is this narrow (relative)
+MAX_BUDGET = 1 << 22   # frames; a bound for the doubling
+MIN_BUDGET = 64        # config minimum of data.frame_budget
+MAX_TRIALS = 12        # steps measured at most
+TIME_LIMIT_S = 30.0    # sizing wall time at most (building the model included)
+MAX_LR_SCALE = 2.0     # the square-root rule is capped: warm-up is not lengthened with it
+
+
+def with_budget(cfg: Config, budget: int, scale_lr: bool = False) -> Config:
+    """``cfg`` with ``data.frame_budget=budget``, the batch cap grown in proportion to the base
+    budget, and (``scale_lr``) ``train.lr`` scaled by the square-root rule."""
+    d, ratio = cfg.data, budget / cfg.data.base_frame_budget
+    data = dataclasses.replace(d, frame_budget=int(budget),
+                               max_batch_size=max(d.max_batch_size, math.ceil(d.max_batch_size * ratio)))
+    train = cfg.train
+    if scale_lr:
+        train = dataclasses.replace(train, lr=train.lr * min(math.sqrt(ratio), MAX_LR_SCALE))
+    return dataclasses.replace(cfg, data=data, train=train)
+
+
+def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = MAX_BUDGET,
+                  max_trials: int = MAX_TRIALS, time_limit_s: float = TIME_LIMIT_S,
+                  clock=time.monotonic) -> tuple[int | None, str]:
+    """Largest budget ``fits`` accepts, searched from ``start`` up to ``max_budget``, and a note on
+    what bounded it. None when even ``MIN_BUDGET`` does not fit."""
+    t0, trials = clock(), 0
+
+    def ok(b: int) -> bool:
+        nonlocal trials
+        trials += 1
+        return fits(b)
+
+    def out_of_time() -> bool:
+        return trials >= max_trials or clock() - t0 >= time_limit_s
+
+    note = f"bounded by GPU memory (peak <= {HEADROOM:.0%} of the memory free at the start)"
+    limit = f"; search stopped after {max_trials} steps or {time_limit_s:g} s"
+    if ok(start):
+        lo, hi, cand = start, None, start * 2
+        while cand <= max_budget:
+            if out_of_time():
+                return lo, note + limit
+            if not ok(cand):
+                hi = cand
+                break
+            lo, cand = cand, cand * 2
+        else:
+            if lo < max_budget and not out_of_time() and ok(max_budget):
+                return max_budget, f"stopped at {max_budget} frames, the whole corpus in one batch"
+            return lo, f"stopped below {max_budget} frames, the whole corpus in one batch"
+    else:
+        lo, hi, cand = None, start, start // 2
+        while cand >= MIN_BUDGET:
+            if out_of_time():
+                return None, f"nothing fitted before the search stopped ({max_trials} steps or {time_limit_s:g} s)"
+            if ok(cand):
+                lo = cand
+                break
+            hi, cand = cand, cand // 2
+        if lo is None:
+            return None, f"even data.frame_budget={MIN_BUDGET} does not fit: use a smaller model"
+    while hi - lo > max(MIN_BUDGET, RESOLUTION * lo) and not out_of_time():
+        mid = (lo + hi) // 2 // MIN_BUDGET * MIN_BUDGET
+        if mid <= lo:
+            break
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, note
+
+
+class MemoryProbe:
+    """One eager step of the largest bucket at a candidate budget, on a run (``rig``, built with
+    ``train.compile=off`` and no batches) that is reused for every candidate. ``limit_bytes``:
+    the peak reserved memory a candidate may reach."""
+
+    def __init__(self, rig, limit_bytes: int):
+        self.rig, self.limit = rig, limit_bytes
+        self.trials: list[dict] = []
+
+    def fits(self, budget: int) -> bool:
+        from myxtts.data.loader import make_sampler
+
+        cfg_b = with_budget(self.rig.cfg, budget)
+        sampler = make_sampler(self.rig.cache, cfg_b, "train")
+        big = largest_bucket(sampler)
+        dev = self.rig.device
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(dev)
+        oom = False
+        try:
+            self.rig.step_fn([BucketBatches(self.rig.cache, cfg_b, dev).of_bucket(sampler, big)])
+            sync(dev)
+        except RuntimeError as e:  # torch.OutOfMemoryError, or cuBLAS/cuDNN failing to allocate
+            if not isinstance(e, torch.OutOfMemoryError) and "ALLOC_FAILED" not in str(e):
+                raise
+            oom = True  # the failed step's tensors die with its frames; freed below
+        self.rig.step_fn.opt.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.empty_cache()
+        peak = torch.cuda.max_memory_reserved(dev)
+        ok = not oom and peak <= self.limit
+        self.trials.append({"frame_budget": budget, "largest_shape": list(sampler.buckets[big].shape),
+                            "oom": oom, "peak_pct": None if oom else 100.0 * peak / self.limit * HEADROOM,
+                            "fits": ok})
+        return ok
+
+    def close(self) -> None:
+        self.rig.close()
+        self.rig = None
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes this process could allocate now: free on the device plus its own cached pool."""
+    return int(torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device))
+
+
+def chosen_budget(run_dir: str | Path) -> int | None:
+    """The frame budget a run folder's saved config holds, when it is a number (None otherwise)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    value = ((yaml.safe_load(path.read_text()) or {}).get("data") or {}).get("frame_budget")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def describe(trial: dict) -> str:
+    """One search step as a line: budget, largest batch, what it used."""
+    return (f"frame_budget={trial['frame_budget']}: largest batch "
+            f"{'x'.join(map(str, trial['largest_shape']))} -> "
+            + ("out of memory" if trial["oom"] else f"peak {trial['peak_pct']:.0f} % of free memory")
+            + ("" if trial["fits"] else " (too big)"))
+
+
+def as_saved(asked: Config, used: Config) -> Config:
+    """The config a run folder keeps: as asked, except that a budget ``auto`` chose is written
+    out with the batch cap and learning rate that came with it, so that resuming, or training
+    again from this file, uses the same shapes and the same rate."""
+    if asked.data.frame_budget != "auto":
+        return asked
+    data = dataclasses.replace(asked.data, frame_budget=used.data.frame_budget,
+                               max_batch_size=used.data.max_batch_size)
+    return dataclasses.replace(asked, data=data, train=dataclasses.replace(asked.train, lr=used.train.lr))
