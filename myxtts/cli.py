@@ -48,7 +48,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
+    except KeyboardInterrupt:
+        err("myxtts: interrupted")
+        return 130
     args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
