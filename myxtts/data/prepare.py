@@ -183,10 +183,16 @@ def _done(out: Path, j: int) -> bool:
 def _check_plan(out: Path, plan: dict) -> None:
     path = out / "plan.json"
     if not path.is_file():
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file in the way, no permission
+            raise UserError(f"--out {out}: cannot create the cache folder ({e.strerror})") from None
         write_json(path, plan)
         return
-    old = json.loads(path.read_text())
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: unreadable ({e}); delete {out} to start over") from None
     diff = settings_diff(old.get("settings", {}), plan["settings"])
     if diff:
         raise UserError(f"{out} holds a cache prepared with other settings:\n  " + "\n  ".join(diff)
