@@ -159,6 +159,14 @@ ROWS = {
                              "{tmp}/r"], 2, ["meta.json", "not JSON", FIX]),
     "train-index-deleted": (["train", "--config", "tiny", "--data", "{w}/index-deleted", "--out",
                              "{tmp}/r"], 2, ["index.json", "missing", FIX]),
+    "profile-damaged-cache": (["profile", "--config", "tiny", "--data", "{w}/shard-deleted"], 2,
+                              ["shard 00000", FIX]),
+    "tune-damaged-cache": (["tune", "--config", "tiny", "--data", "{w}/meta-not-json"], 2,
+                           ["meta.json", FIX]),
+    "bench-loader-damaged-cache": (["bench", "loader", "--config", "tiny", "--data",
+                                    "{w}/index-deleted"], 2, ["index.json", FIX]),
+    "bench-train-damaged-cache": (["bench", "train", "--config", "tiny", "--data",
+                                   "{w}/mel-truncated"], 2, ["mel.npy truncated", FIX]),
     "verify-no-such-folder": (["cache", "verify", "{tmp}/nosuch"], 2, ["nosuch: no such folder"]),
     "verify-not-a-cache": (["cache", "verify", "{w}/empty"], 2, ["not a prepared cache"]),
     "verify-zero-utterances": (["cache", "verify", "{w}/zero"], 2, ["holds 0 utterances"]),
@@ -308,20 +316,31 @@ def test_ctrl_c_while_starting_is_one_line():
     assert proc.returncode == 130 and err == "myxtts: interrupted\n", err
 
 
+STEPS = [*WORKERS, "train.max_steps=8", "train.checkpoint_every=100"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(world, tmp_path_factory) -> dict[int, float]:
+    whole = tmp_path_factory.mktemp("whole") / "run"
+    r = run_train(world["cache"], whole, *STEPS)
+    assert r.returncode == 0, r.stderr
+    return losses(whole)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_group_stop_checkpoints_exits_75_and_resumes_to_the_same_losses(world, tmp_path, sig):
-    steps = ["train.max_steps=8", "train.checkpoint_every=100", *WORKERS]
-    whole = run_train(world["cache"], tmp_path / "whole", *steps)
-    assert whole.returncode == 0, whole.stderr
+def test_a_group_stop_checkpoints_exits_75_and_resumes_to_the_same_losses(world, uninterrupted,
+                                                                          tmp_path, sig):
+    steps = STEPS
     run = tmp_path / "stopped"
-    proc = run_train(world["cache"], run, *steps, wait=False)
+    proc = _start([sys.executable, "-m", "myxtts", "train", "--config", "tiny", "--data",
+                   str(world["cache"]), "--out", str(run), "--no-progress", *steps])
     _wait_for_step(run, 2, proc)
     err = _stop_group(proc, sig)
     assert proc.returncode == 75 and "Traceback" not in err, err
     assert _stopped_at(err, run) < 8
     resumed = run_train(world["cache"], run, *steps)
     assert resumed.returncode == 0 and "resuming from" in resumed.stderr, resumed.stderr
-    assert losses(run) == losses(tmp_path / "whole")  # exactly, step by step
+    assert losses(run) == uninterrupted  # exactly, step by step
 
 
 def test_the_vocoder_stage_stops_on_a_group_sigterm_and_resumes(world, tmp_path):
@@ -347,7 +366,7 @@ def test_the_vocoder_stage_stops_on_a_group_sigterm_and_resumes(world, tmp_path)
 
 
 def test_torchrun_ranks_stop_together_on_a_group_sigterm_and_resume(world, tmp_path):
-    steps = ["train.max_steps=8", "train.checkpoint_every=100", *WORKERS]
+    steps = STEPS
 
     def torchrun(out, wait=True):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
