@@ -53,6 +53,8 @@ def world(tmp_path_factory, lj_cache):  # noqa: F811
     (w / "file").write_text("not a folder")
     (w / "latin1.txt").write_bytes("Caf\xe9 au lait.\n".encode("latin-1"))
     (w / "blank.txt").write_text("\n  \n")
+    (w / "bad.yaml").write_text("train: [\n")
+    (w / "typo.yaml").write_text("train: {max_stepz: 3}\n")
     (w / "badplan").mkdir()
     (w / "badplan" / "plan.json").write_text('{"settings": ')
     for name, damage in DAMAGE.items():
@@ -145,6 +147,16 @@ ROWS = {
                             ["--out", "file: cannot create the cache folder"]),
     "prepare-unreadable-plan": (["prepare", "{lj}", "--out", "{w}/badplan"], 2,
                                 ["badplan/plan.json: unreadable", "delete"]),
+    "train-out-over-a-file": ([*TRAIN[:5], "--out", "{w}/file"], 2,
+                              ["--out", "file: cannot create the run folder (a file is in the way)"]),
+    "config-not-yaml": ([*TRAIN[:1], "--config", "{w}/bad.yaml", *TRAIN[3:]], 2,
+                        ["bad.yaml: not valid YAML", "line 2"]),
+    "config-not-utf8": ([*TRAIN[:1], "--config", "{w}/latin1.txt", *TRAIN[3:]], 2,
+                        ["latin1.txt: not UTF-8"]),
+    "config-unknown-key": ([*TRAIN[:1], "--config", "{w}/typo.yaml", *TRAIN[3:]], 2,
+                           ["train.max_stepz", "did you mean 'max_steps'"]),
+    "setting-not-yaml": ([*TRAIN, "train.lr=[1"], 2, ["train.lr: cannot read the value '[1'"]),
+    "setting-without-value": ([*TRAIN, "train.max_steps="], 2, ["train.max_steps"]),
     "train-no-such-cache": (["train", "--config", "tiny", "--data", "{tmp}/nosuch", "--out",
                              "{tmp}/r"], 2, ["nosuch: no such folder"]),
     "train-not-a-cache": (["train", "--config", "tiny", "--data", "{w}/empty", "--out", "{tmp}/r"],
