@@ -46,6 +46,8 @@ def world(tmp_path_factory, lj_cache):  # noqa: F811
     run = w / "finished"
     r = run_train(lj_cache, run, "train.max_steps=3")
     assert r.returncode == 0, r.stderr
+    shutil.copytree(run, w / "damaged-run")
+    _truncate(w / "damaged-run" / "checkpoints" / "step-00000003" / "state.pt")
     cfg = load("tiny")
     vocab = Cache(lj_cache).vocab.symbols
     save_model(w / "model.safetensors", XTTS(cfg.model, len(vocab), cfg.audio.n_mels), cfg, vocab)
@@ -157,6 +159,12 @@ ROWS = {
                            ["train.max_stepz", "did you mean 'max_steps'"]),
     "setting-not-yaml": ([*TRAIN, "train.lr=[1"], 2, ["train.lr: cannot read the value '[1'"]),
     "setting-without-value": ([*TRAIN, "train.max_steps="], 2, ["train.max_steps"]),
+    "resume-damaged-state": (["train", "--config", "tiny", "--data", "{cache}", "--out",
+                              "{w}/damaged-run", *FAST, "train.deterministic=false",
+                              "train.max_steps=5"], 2, ["step-00000003/state.pt: unreadable",
+                                                        "move", "aside"]),
+    "csv-header-missing": (["prepare", "{lj}", "--format", "csv", "--out", "{tmp}/c"], 2,
+                           ["metadata.csv: header must name the columns", "concerned...'"]),
     "train-no-such-cache": (["train", "--config", "tiny", "--data", "{tmp}/nosuch", "--out",
                              "{tmp}/r"], 2, ["nosuch: no such folder"]),
     "train-not-a-cache": (["train", "--config", "tiny", "--data", "{w}/empty", "--out", "{tmp}/r"],
