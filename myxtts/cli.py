@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 from myxtts import __version__
 from myxtts.commands.common import EXIT_USAGE, err
@@ -33,10 +34,18 @@ def _is_setting(token: str) -> bool:
     return "=" in token and not token.startswith("-") and "." in token.split("=", 1)[0]
 
 
+def _follows_option(argv: list[str], i: int) -> bool:
+    """Whether token ``i`` may be the value of the option before it (``--text a.b=c``)."""
+    return i > 0 and argv[i - 1].startswith("-") and "=" not in argv[i - 1]
+
+
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """Parse, collecting ``section.key=value`` tokens wherever they stand."""
-    args, extra = parser.parse_known_args(argv)
-    settings = [t for t in extra if _is_setting(t)]
+    """Parse, collecting ``section.key=value`` tokens wherever they stand, also before a
+    positional argument (which would otherwise take the setting as its value)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    early = [i for i, t in enumerate(argv) if _is_setting(t) and not _follows_option(argv, i)]
+    args, extra = parser.parse_known_args([t for i, t in enumerate(argv) if i not in early])
+    settings = [argv[i] for i in early] + [t for t in extra if _is_setting(t)]
     rest = [t for t in extra if not _is_setting(t)]
     if rest:
         parser.error("unrecognized arguments: " + " ".join(rest))
@@ -48,7 +57,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
+    except KeyboardInterrupt:
+        err("myxtts: interrupted")
+        return 130
     args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()

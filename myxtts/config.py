@@ -258,7 +258,17 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
         raise ConfigError(f"override '{item}' is not of the form section.key=value")
     key, raw = item.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{key.strip()}: cannot read the value {raw!r} ({_yaml_problem(e)})") from None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error on one line: what, and where (1-based)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"{getattr(e, 'problem', None) or type(e).__name__}{where}"
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -296,7 +306,9 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None) -> 
             else:
                 raise ConfigError(f"config file not found: {path}")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+            raise ConfigError(f"{p}: not valid YAML: {_yaml_problem(e)}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{p}: not UTF-8 text; save it as UTF-8") from None
     return from_dict(apply_overrides(data, overrides or []))

@@ -16,6 +16,7 @@ noticeably worse (phasey, metallic), and the command says so.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -243,11 +244,24 @@ class Synthesizer:
                            batch_size: int = 16) -> list[Synthesis]:
         """Synthesise and write wavs: ``out`` is a .wav file for one text, else a directory
         (or a .wav stem, numbered). Returns the results, each with the path it was written to."""
+        paths = output_paths(out, len(texts))
+        for folder in {path.parent for path in paths}:  # before the work, not after it
+            _check_writable(folder)
         results = self.synthesize(texts, reference, seed, batch_size)
-        for path, res in zip(output_paths(out, len(texts)), results):
+        for path, res in zip(paths, results):
             audio.save_wav(path, res.wav, self.sample_rate)
             res.path = path
         return results
+
+
+def _check_writable(folder: Path) -> None:
+    """The folder exists and takes files, or its nearest existing parent can hold it."""
+    there = folder
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir() or not os.access(there, os.W_OK | os.X_OK):
+        why = "not a folder" if not there.is_dir() else "no permission to write"
+        raise UserError(f"{folder}: cannot write the wav there ({there}: {why})")
 
 
 def output_paths(out: str | None, n: int) -> list[Path]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, EXIT_STOPPED, add_command, add_config, add_data, add_overrides, load_config
 from myxtts.config import Config, load
+from myxtts.errors import UserError
 from myxtts.observe.runlog import RunLog
 from myxtts.train.trainer import train, train_vocoder
 
@@ -28,6 +29,11 @@ def add_parser(sub) -> None:
 
 def _cmd(args) -> int:
     cfg = run_config(args)
+    try:  # before the run is built: a file in the way is an input error, not a crash later
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "a file is in the way" if isinstance(e, FileExistsError) else e.strerror
+        raise UserError(f"--out {args.out}: cannot create the run folder ({why})") from None
     progress = not args.no_progress and sys.stderr.isatty()
     fn = train_vocoder if args.stage == "vocoder" else train
     extra = {}

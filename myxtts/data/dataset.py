@@ -223,6 +223,7 @@ class CachedBatches(Dataset):
         # Utterances whose mel this process has seen to be finite: each is checked the first
         # time it is read (the shards do not change under a run), so later epochs pay nothing.
         self._finite = np.zeros(len(cache), dtype=bool)
+        self._tokens_ok = np.zeros(len(cache), dtype=bool)  # the same, for token ids
         if with_wav and not cache.has_wav:
             cache.wav(0)  # raises the cache's clear "prepare with data.store_wav=true" error
 
@@ -276,17 +277,28 @@ class CachedBatches(Dataset):
         """A corrupted shard byte can make a float16 inf or NaN, which would train on
         silently to a NaN loss: stop with the shard's name instead."""
         if not np.isfinite(mel).all():
-            c = self.cache
-            raise UserError(f"{c.shard_file(i, 'mel')}: utterance {c.ids[i]} has non-finite mel "
-                            f"values (the shard is corrupted); run `myxtts cache verify {c.path} "
-                            "--fix`")
+            raise self._corrupted(i, "mel", "non-finite mel values")
         self._finite[i] = True
+
+    def _check_tokens(self, i: int, tokens: np.ndarray) -> None:
+        """A corrupted byte in tokens.npy makes an id the model has no embedding for."""
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= len(self.cache.vocab)):
+            raise self._corrupted(i, "tokens", "token ids outside the vocabulary")
+        self._tokens_ok[i] = True
+
+    def _corrupted(self, i: int, name: str, what: str) -> UserError:
+        c = self.cache
+        return UserError(f"{c.shard_file(i, name)}: utterance {c.ids[i]} has {what} (the shard is "
+                         f"corrupted); run `myxtts cache verify {c.path} --fix`")
 
     def _finish(self, out: dict, plan: BatchPlan, idx, n_tokens, ref_lens):
         c = self.cache
         tokens = out["tokens"].numpy()
         for b, i in enumerate(idx):
-            tokens[b, :n_tokens[b]] = c.tokens(i)
+            ids = c.tokens(i)
+            if not self._tokens_ok[i]:
+                self._check_tokens(i, ids)
+            tokens[b, :n_tokens[b]] = ids
             tokens[b, n_tokens[b]:] = 0
         for key, value in (("token_lens", n_tokens), ("ref_lens", ref_lens),
                            ("speaker", c.speaker[idx]), ("index", idx)):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from myxtts.errors import UserError
+from myxtts.text import echo
 
 AUDIO_EXTS = (".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG")
 FORMATS = ("auto", "ljspeech", "csv", "vctk")
@@ -167,7 +168,7 @@ def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = No
     header = [h.strip().lower() for h in next(reader)]
     if "audio_file" not in header or "text" not in header:
         raise UserError(f"{metadata}: header must name the columns audio_file{delim}text"
-                        f"[{delim}speaker_name]; found {delim.join(header)}")
+                        f"[{delim}speaker_name]; found {echo(delim.join(header))}")
     ia, it = header.index("audio_file"), header.index("text")
     isp = header.index("speaker_name") if "speaker_name" in header else None
     base = wav_dir or root

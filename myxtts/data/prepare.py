@@ -62,11 +62,12 @@ def _process(job: tuple) -> tuple:
     return ("ok", mel, pcm)
 
 
-def _init_worker() -> None:
+def _init_worker(ended) -> None:
     import torch
 
     torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
-    ignore_stop_signals(starting_slowly=True)  # the group's signals: the main process's call
+    # The group's signals are the main process's call; ``ended`` is set before it ends the pool.
+    ignore_stop_signals(starting_slowly=True, ended=ended)
 
 
 class _Terminated(BaseException):
@@ -183,10 +184,16 @@ def _done(out: Path, j: int) -> bool:
 def _check_plan(out: Path, plan: dict) -> None:
     path = out / "plan.json"
     if not path.is_file():
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file in the way, no permission
+            raise UserError(f"--out {out}: cannot create the cache folder ({e.strerror})") from None
         write_json(path, plan)
         return
-    old = json.loads(path.read_text())
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: unreadable ({e}); delete {out} to start over") from None
     diff = settings_diff(old.get("settings", {}), plan["settings"])
     if diff:
         raise UserError(f"{out} holds a cache prepared with other settings:\n  " + "\n  ".join(diff)
@@ -214,8 +221,10 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     t0 = time.perf_counter()
     pool = None
     if workers > 1:
+        ctx = mp.get_context("spawn")
+        ended = ctx.Event()
         with hold_stop_signals(spawn=True):  # so workers ignore the group's signals from the start
-            pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker)
+            pool = ctx.Pool(workers, initializer=_init_worker, initargs=(ended,))
     bar = tqdm(total=total, desc="prepare", unit="utt", disable=not progress, file=sys.stderr)
     try:
         for j in todo:
@@ -249,6 +258,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     finally:
         bar.close()
         if pool:
+            ended.set()
             pool.terminate()
     stats["seconds"] = time.perf_counter() - t0
     return stats

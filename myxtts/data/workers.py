@@ -51,7 +51,8 @@ def hold_stop_signals(spawn: bool = False):
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_POLL_S) -> None:
+def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_POLL_S,
+                        ended=None) -> None:
     """In a worker process, from its initializer: ignore SIGINT; exit on a SIGTERM from the
     parent only, or when the parent is gone.
 
@@ -59,7 +60,9 @@ def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_PO
     worker's end for a crash. ``starting_slowly`` (a spawned worker that spent seconds importing
     torch): exit at once if any SIGTERM arrived meanwhile. Two pending SIGTERMs merge into one,
     so the group's may have hidden the parent's (Pool.terminate() then waits for this worker
-    forever); the worker holds no lock and has done no work yet, so leaving is safe."""
+    forever); the worker holds no lock and has done no work yet, so leaving is safe. The same
+    merge can happen later, on a machine too busy to run the watching thread in between:
+    ``ended``, an event the parent sets before it ends its workers, covers that case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not _CAN_WAIT:
         return
@@ -75,7 +78,8 @@ def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_PO
     def watch():
         while True:
             info = signal.sigtimedwait({signal.SIGTERM}, poll_s)
-            if (info is not None and info.si_pid == parent) or os.getppid() != parent:
+            if (info is not None and info.si_pid == parent) or os.getppid() != parent or \
+                    (ended is not None and ended.is_set()):
                 os._exit(0)
 
     threading.Thread(target=watch, name="myxtts-stop-signals", daemon=True).start()

@@ -78,7 +78,12 @@ def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, kee
 
 
 def load_state(path: Path, map_location="cpu") -> dict:
-    return torch.load(path / "state.pt", map_location=map_location, weights_only=True)
+    try:
+        return torch.load(path / "state.pt", map_location=map_location, weights_only=True)
+    except (OSError, RuntimeError, EOFError) as e:  # truncated, damaged or missing
+        why = e.strerror if isinstance(e, OSError) else "damaged or truncated"
+        raise UserError(f"{path / 'state.pt'}: unreadable ({why}); move {path} aside to resume "
+                        "from the checkpoint before it") from None
 
 
 def save_best(run: Path, ckpt: Path) -> None:

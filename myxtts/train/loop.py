@@ -39,7 +39,9 @@ class StopRequested:
             self._old[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame):
-        if self.flag:  # a second Ctrl-C means "now"
+        # A second Ctrl-C means "now"; a second SIGTERM does not: launchers (torchrun, Slurm)
+        # forward a stop that the process group already got, and it must not cost the checkpoint.
+        if self.flag and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.flag = True
 

@@ -186,6 +186,31 @@ def test_a_pool_worker_signalled_while_starting_still_ends_with_the_pool():
             os.kill(worker, signal.SIGKILL)
 
 
+def _wait_for_end(ended) -> None:
+    ignore_stop_signals(poll_s=0.1, ended=ended)
+    while True:
+        time.sleep(1)
+
+
+def test_a_pool_worker_whose_parents_sigterm_merged_with_the_groups_still_ends():
+    ctx = mp.get_context("spawn")
+    ended = ctx.Event()
+    with hold_stop_signals(spawn=True):
+        worker = ctx.Process(target=_wait_for_end, args=(ended,))
+        worker.start()
+    try:
+        time.sleep(3)  # started and watching
+        subprocess.run(["kill", "-TERM", str(worker.pid)], check=True)  # the group's (and hidden in
+        time.sleep(0.5)                                                 # it, the parent's)
+        assert worker.is_alive()
+        ended.set()  # what the parent does before it ends its pool
+        worker.join(30)
+        assert worker.exitcode == 0
+    finally:
+        if worker.is_alive():
+            worker.kill()
+
+
 @pytest.fixture
 def corpus(tmp_path):
     """32 utterances (the 8 real clips, each listed 4 times): 16 chunks of 2."""
