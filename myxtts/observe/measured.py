@@ -50,7 +50,7 @@ class Settings:
         return cls(device=device, device_name=device_name, bf16_supported=bf16_supported,
                    cpu_count=cpu_count or os.cpu_count() or 1, num_workers=d.num_workers,
                    prefetch_factor=d.prefetch_factor, pin_memory=d.pin_memory, on_the_fly=d.on_the_fly,
-                   frame_budget=d.frame_budget, pad_multiple=d.pad_multiple, max_buckets=d.max_buckets,
+                   frame_budget=d.fixed_budget, pad_multiple=d.pad_multiple, max_buckets=d.max_buckets,
                    compile=compile or t.compile, precision=t.precision, grad_accum=t.grad_accum,
                    log_every=t.log_every, world_size=world_size)
 

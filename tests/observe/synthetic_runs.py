@@ -35,7 +35,7 @@ def compute_bound():
                  kernels_per_step=420, median_kernel_us=250.0, cpu_dispatch_pct=35.0, recompiles=0,
                  padding_pct=6.0, mfu_pct=45.0, mem_peak_pct=40.0, step_by_shape=_shapes(), step_ms=115.0,
                  step_cov_pct=5.0, steps=380)
-    return m, "steady", "compute-bound", "compute", "data.frame_budget=26944"
+    return m, "steady", "compute-bound", "compute", "data.frame_budget=25472"
 
 
 def oscillating():
