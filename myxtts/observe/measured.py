@@ -174,6 +174,12 @@ class Measured:
                        "NVML, which the driver samples on its own while the profile depends on what it "
                        "counts as a kernel")
 
+    @property
+    def step_label(self) -> str:
+        """What the step share measures: on a GPU the host's launching and the GPU's work
+        together, which is not how busy the GPU was."""
+        return "step (host + GPU)" if self.settings.on_gpu else "step (CPU)"
+
     def only_compiled(self) -> bool:
         """The run spent its time compiling: warm-up happened and no step was timed after it."""
         return bool(self.compile_s) and self.step_ms is None

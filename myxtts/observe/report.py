@@ -166,7 +166,7 @@ def _input_bound(p: _Page) -> str:
                                 (INPUT_BOUND_MODERATE_PCT, INPUT_BOUND_HIGH_PCT, svg.WARN),
                                 (INPUT_BOUND_HIGH_PCT, 100, svg.BAD)], label="of wall time waiting for input")
     parts = [("waiting for data", m.data_wait_pct), ("host-to-device", m.h2d_pct),
-             ("step (host + GPU)", m.step_pct), ("other", m.other_pct)]
+             (m.step_label, m.step_pct), ("other", m.other_pct)]
     split = ", ".join(f"{k} {v:.1f} %" for k, v in parts if v is not None)
     return body + (f"<p>Wall time split: {escape(split)}.</p>" if split else "") + (
         '<p class="small">input-bound % = (data wait + non-overlapped host-to-device copy) / wall time; '

@@ -116,7 +116,7 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
     lines = [f"where the time went: {fmt(m.steps, '{}', '0')} steps in {fmt(m.train_s, '{:.1f}')} s "
              f"of training{warm} (timed with {s.get('timing', '?')}, after each shape's first step):",
              f"  waiting for data {fmt(m.data_wait_pct)} % | host-to-device {fmt(m.h2d_pct)} % | "
-             f"step (host + GPU) {fmt(m.step_pct)} % | other {fmt(m.other_pct)} %"]
+             f"{m.step_label} {fmt(m.step_pct)} % | other {fmt(m.other_pct)} %"]
     u, sm = m.util(), m.sm()
     if m.only_compiled():
         lines.append(f"  GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
