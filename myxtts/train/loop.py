@@ -25,8 +25,11 @@ from myxtts.train import distributed as D
 from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
 from myxtts.train.precision import sync
+from myxtts.train.sizing import MIN_BUDGET
 from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer
+
+FULL_SPEED_WITHIN = 0.10  # a step this close to its steady-state time runs at full speed
 
 
 class StopRequested:
@@ -60,7 +63,7 @@ def oom_error(run: Run) -> UserError:
                          "data.max_batch_size")
     fb = cfg.data.frame_budget
     return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
-                     f"{max(64, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
+                     f"{max(MIN_BUDGET, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
                      "`myxtts tune` find the largest budget that fits")
 
 
@@ -68,8 +71,9 @@ def warm_up(run: Run, progress=None, bb: BucketBatches | None = None) -> float:
     """One step per bucket shape, so every shape compiles before the first timed step.
     ``progress(k, n, elapsed_s)`` is called after each shape. Returns the seconds taken.
 
-    The warm-up steps update the weights like any step; the measuring commands use it, while a
-    training run compiles its shapes as they arrive so that resuming stays exact."""
+    The warm-up steps update the weights like any step, so only the measuring commands use it; a
+    training run compiles every shape before step 1 with ``train.compile.compile_shapes``, which
+    leaves the weights and the random state as they were, so that resuming stays exact."""
     bb = bb or BucketBatches(run.cache, run.cfg, run.device)
     n = len(run.sampler.buckets)
     t0 = time.perf_counter()
@@ -227,7 +231,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     return summary
 
 
-def time_to_full_speed(history: list[tuple[float, float]], within: float = 0.10) -> float | None:
+def time_to_full_speed(history: list[tuple[float, float]], within: float = FULL_SPEED_WITHIN) -> float | None:
     """Seconds from the loop's start until a step first ran within ``within`` (10 %) of the
     steady-state step time, the median of the later half of the steps; None for too few steps."""
     if len(history) < 8:

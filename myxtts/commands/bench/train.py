@@ -55,6 +55,9 @@ import torch
 from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
 from myxtts.errors import UserError
+from myxtts.observe.format import fmt
+from myxtts.train.compile import compile_batches
+from myxtts.train.loop import FULL_SPEED_WITHIN
 from myxtts.train.precision import sync
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
@@ -155,15 +158,7 @@ class _StepClock:
 def compile_each_shape(step, batches, shapes, device) -> dict:
     """Seconds to compile each shape (forward, loss and backward, gradients dropped, weights
     and random state untouched), keyed "BxTtxTm"."""
-    out = {}
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        for b, shape in zip(batches, shapes):
-            t0 = time.perf_counter()
-            step.compile_shape(b)
-            sync(device)
-            out["x".join(map(str, shape))] = time.perf_counter() - t0
-    return out
+    return {"x".join(map(str, shape)): sec for shape, sec in zip(shapes, compile_batches(step, batches, device))}
 
 
 def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float]) -> float | None:
@@ -174,7 +169,7 @@ def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float
         return None
     at = None
     for i, ms, end in warm:
-        fast = ms <= 1.1 * medians[i]
+        fast = ms <= (1 + FULL_SPEED_WITHIN) * medians[i]
         at = (end if at is None else at) if fast else None
     return at
 
@@ -377,10 +372,6 @@ def write_json(path, result: dict) -> None:
     os.replace(tmp, path)
 
 
-def _f(v, fmt: str) -> str:
-    return "-" if v is None else fmt.format(v)
-
-
 def print_table(r: dict) -> None:
     print()
     print(f"{'mode':<21}{'precision':>10}{'compile':>12}{'samples/s':>11}{'frames/s':>11}"
@@ -392,9 +383,9 @@ def print_table(r: dict) -> None:
             print(f"{name:<21}  skipped: {m['reason']}")
             continue
         print(f"{name:<21}{m['precision']:>10}{m['compile']:>12}{m['samples_per_s']:>11,.1f}"
-              f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{_f(m['mfu'], '{:.1f}'):>7}"
-              f"{_f(m['ops_per_step'], '{:,}'):>10}{_f(m['compile_s'], '{:.1f}'):>11}"
-              f"{_f(m['time_to_full_speed_s'], '{:.1f}'):>14}{m['recompiles_after_warmup']:>12}")
+              f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{fmt(m['mfu'], '{:.1f}', '-'):>7}"
+              f"{fmt(m['ops_per_step'], '{:,}', '-'):>10}{fmt(m['compile_s'], '{:.1f}', '-'):>11}"
+              f"{fmt(m['time_to_full_speed_s'], '{:.1f}', '-'):>14}{m['recompiles_after_warmup']:>12}")
     print()
     for name in COMPILED:
         by_shape = r["train"][name].get("compile_s_by_shape")
@@ -403,7 +394,7 @@ def print_table(r: dict) -> None:
     reasons = {m["mfu_reason"] for m in (r["train"][n] for n in MODES) if not m["skipped"]} - {None}
     if reasons:
         print(f"MFU: not reported ({'; '.join(sorted(reasons))})")
-    print(f"compile speedup: {_f(r['compile_speedup'], '{:.2f}x')} ({r['compile_speedup_basis']})")
-    print(f"recompiles after warm-up (compiled modes): {_f(r['train']['recompiles_after_warmup'], '{}')}")
+    print(f"compile speedup: {fmt(r['compile_speedup'], '{:.2f}x', '-')} ({r['compile_speedup_basis']})")
+    print(f"recompiles after warm-up (compiled modes): {fmt(r['train']['recompiles_after_warmup'], '{}', '-')}")
     if r["note"]:
         print(r["note"])
