@@ -42,7 +42,6 @@ but its speed figures are not inductor's. Without ``--quick`` the real default b
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import os
@@ -100,10 +99,6 @@ def amp_precision(device: torch.device) -> tuple[str | None, str]:
     except Exception as e:  # noqa: BLE001 - any failure means "not supported here"
         return None, f"bf16 autocast unsupported on this CPU ({type(e).__name__}: {e})"
     return "bf16", ""
-
-
-def with_train(cfg: Config, **kw) -> Config:
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **kw))
 
 
 def fixed_batches(cfg: Config, cache, device: torch.device):
