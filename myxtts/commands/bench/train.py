@@ -43,8 +43,6 @@ but its speed figures are not inductor's. Without ``--quick`` the real default b
 from __future__ import annotations
 
 import gc
-import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -53,6 +51,7 @@ import torch
 
 from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
+from myxtts.data.cache import write_json as atomic_write_json
 from myxtts.errors import UserError
 from myxtts.observe.format import fmt
 from myxtts.train.compile import compile_batches
@@ -362,9 +361,7 @@ def write_json(path, result: dict) -> None:
     """Write atomically: a run killed mid-write leaves the previous version."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write_json(path, result)
 
 
 def print_table(r: dict) -> None:
