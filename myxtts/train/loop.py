@@ -2,9 +2,9 @@
 
 ``Loop.step_once`` is the unit everything runs: the trainer's ``fit`` calls it until
 ``train.max_steps``, and ``myxtts profile`` calls the same method under its own timers and the
-profiler. Measurement plugs in from outside through ``StepHooks`` (phase marks inside a step)
-and the ``StepTimer`` the loop is given; the loop itself reads nothing back from the GPU except
-on logging steps.
+profiler. Measurement plugs in from outside through ``TrainStep.hooks`` (objects whose
+``phase(name)`` marks the edges inside a step) and the ``StepTimer`` the loop is given; the loop
+itself reads nothing back from the GPU except on logging steps.
 
 Stops: SIGINT/SIGTERM (to the trainer, its process group or, under torchrun, any rank) and
 ``train.time_budget_s`` end the run after the step in progress, with a checkpoint; the run
