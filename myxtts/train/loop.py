@@ -225,7 +225,8 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
                    time_to_full_speed_s=time_to_full_speed(loop.history),
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
-                   padding_pct=run.batches.padding_pct, device=str(run.device),
+                   padding_pct=run.batches.padding_pct, frame_budget=run.cfg.data.fixed_budget,
+                   device=str(run.device),
                    precision=run.precision.name, compile=run.step_fn.compile_mode,
                    world_size=info.world_size)
     return summary
