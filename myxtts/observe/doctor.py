@@ -43,7 +43,7 @@ from myxtts.observe.measured import Measured, Settings
 from myxtts.train.batches import BucketBatches, largest_bucket
 from myxtts.train.build import build_run, size_batches
 from myxtts.train.distributed import DistInfo
-from myxtts.train.precision import sync
+from myxtts.train.precision import device_name, sync
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
 STEP_TEST_S = 8.0        # time cap of the timed steps
@@ -282,7 +282,7 @@ def step_test(doc: Doc, cfg, data) -> tuple[dict | None, object]:
     doc.m.update(step_ms=st["step_ms"], loss=loss,
                  **{k: st[k] for k in ("host_syncs_per_step", "mem_peak_pct") if k in st})
     doc.check(T, "step test", "ok" if finite else "fail",
-              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {R.device_name(rig.device)}, "
+              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {device_name(rig.device)}, "
               f"{st['frames_per_s']:,.0f} mel frames/s, loss {loss if loss is None else round(loss, 3)}"
               + (f", peak memory {st['mem_peak_pct']:.0f} %" if "mem_peak_pct" in st else "")
               + " (`myxtts profile` times the compiled step)")

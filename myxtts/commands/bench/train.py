@@ -56,6 +56,7 @@ from myxtts.errors import UserError
 from myxtts.observe.format import fmt
 from myxtts.train.compile import compile_batches
 from myxtts.train.loop import FULL_SPEED_WITHIN
+from myxtts.train.precision import device_name as accelerator_name
 from myxtts.train.precision import sync
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
@@ -265,7 +266,7 @@ def run(args) -> int:
     sampler, batches, frames, rows, shapes = fixed_batches(cfg, cache, device)
     if not batches:
         raise UserError(f"{path}: no training batches")
-    peak_name = torch.cuda.get_device_name(device) if not cpu else "CPU"
+    peak_name = accelerator_name(device)
     run_precision = resolve(cfg.train.precision, device).name  # what a training run uses
     amp, amp_reason = (run_precision, "") if run_precision != "fp32" else amp_precision(device)
     backend = "aot_eager" if quick_cpu else "inductor"
