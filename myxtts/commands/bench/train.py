@@ -248,7 +248,8 @@ def skipped(reason: str, precision: str | None = None) -> dict:
 def run(args) -> int:
     from myxtts.data.cache import Cache
     from myxtts.observe.flops import count_step_flops
-    from myxtts.train.build import build_run
+    from myxtts.train.build import build_run, size_batches
+    from myxtts.train.distributed import DistInfo
     from myxtts.train.precision import pick_device, resolve
 
     device = pick_device(0)
@@ -263,6 +264,9 @@ def run(args) -> int:
     selected = parse_modes(args.modes)
     path = Path(args.data) if args.data else demo_cache(cfg)
     cache = Cache(path, expect=cfg)
+    # data.frame_budget=auto is resolved once, as a training run here would resolve it, so the
+    # batches match the runs the modes build and no mode's time includes a memory search.
+    cfg, budget_note = size_batches(cfg, path, device, DistInfo())
     sampler, batches, frames, rows, shapes = fixed_batches(cfg, cache, device)
     if not batches:
         raise UserError(f"{path}: no training batches")
@@ -275,6 +279,8 @@ def run(args) -> int:
         + (f" + {' '.join(overrides)}" if overrides else ""))
     say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
         + " ".join(f"{s[0]}x{s[1]}x{s[2]}" for s in shapes) + f"; {steps} timed steps per mode")
+    if budget_note:
+        say(budget_note)
     if quick_cpu:
         say(CPU_QUICK_NOTE)
 
@@ -287,7 +293,8 @@ def run(args) -> int:
     head = {"device": device_name(), "device_type": device.type, "config": config,
             "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
             "compile_backend": backend, "note": CPU_QUICK_NOTE if quick_cpu else None,
-            "shapes": [list(s) for s in shapes], "modes_selected": list(selected)}
+            "frame_budget": cfg.data.frame_budget, "shapes": [list(s) for s in shapes],
+            "modes_selected": list(selected)}
     for name in MODES:
         precision, compile_mode, reason = plan[name]
         if name not in selected:
