@@ -16,6 +16,7 @@ import yaml
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs"
 MIN_FRAME_BUDGET = 64  # padded mel frames; frame budgets are searched and rounded in steps of this
+MIN_SEGMENT_FRAMES = 8  # mel frames of the shortest vocoder training segment
 
 
 class ConfigError(ValueError):
@@ -112,7 +113,7 @@ class ModelConfig:
 @dataclass
 class VocoderConfig:
     preset: str = _f("small", choices=["v1", "small"], help="HiFi-GAN generator size")
-    segment_frames: int = _f(32, lo=8, help="mel frames per training segment")
+    segment_frames: int = _f(32, lo=MIN_SEGMENT_FRAMES, help="mel frames per training segment")
     lr: float = _f(2e-4, lo=0.0)
     mel_loss_weight: float = _f(45.0, lo=0.0)
     fm_loss_weight: float = _f(2.0, lo=0.0)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from myxtts.config import MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
@@ -59,7 +60,7 @@ def oom_error(run: Run) -> UserError:
     if run.stage == "vocoder":
         seg = cfg.vocoder.segment_frames
         return UserError(f"out of GPU memory with vocoder.segment_frames={seg}; try "
-                         f"vocoder.segment_frames={max(8, seg // 2)} or a smaller "
+                         f"vocoder.segment_frames={max(MIN_SEGMENT_FRAMES, seg // 2)} or a smaller "
                          "data.max_batch_size")
     fb = cfg.data.frame_budget
     return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
