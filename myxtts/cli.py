@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from myxtts import __version__
-from myxtts.commands.common import EXIT_USAGE, err
+from myxtts.commands.common import EXIT_INTERRUPTED, EXIT_USAGE, err
 from myxtts.config import ConfigError
 from myxtts.errors import UserError
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
     except KeyboardInterrupt:
         err("myxtts: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         err(f"myxtts {args.command}: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

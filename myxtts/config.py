@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs"
+MIN_FRAME_BUDGET = 64  # padded mel frames; frame budgets are searched and rounded in steps of this
+MIN_SEGMENT_FRAMES = 8  # mel frames of the shortest vocoder training segment
 
 
 class ConfigError(ValueError):
@@ -60,9 +62,9 @@ class DataConfig:
     store_wav: bool = _f(True, help="keep int16 waveforms in the cache (vocoder training)")
     val_fraction: float = _f(0.05, lo=0.0, hi=0.5, help="share held out for validation")
     val_max: int = _f(100, lo=0, help="cap on held-out utterances")
-    frame_budget: int | str = _f("auto", lo=64, auto=True, help="padded mel frames per batch; auto: "
+    frame_budget: int | str = _f("auto", lo=MIN_FRAME_BUDGET, auto=True, help="padded mel frames per batch; auto: "
                                  "the largest that fits GPU memory (on a CPU: base_frame_budget)")
-    base_frame_budget: int = _f(12000, lo=64, help="the batch train.lr is set for, and the budget "
+    base_frame_budget: int = _f(12000, lo=MIN_FRAME_BUDGET, help="the batch train.lr is set for, and the budget "
                                 "of frame_budget=auto where no GPU memory is measured")
     budget_mode: str = _f("linear", choices=["linear", "quadratic"])
     max_batch_size: int = _f(64, lo=1)
@@ -111,7 +113,7 @@ class ModelConfig:
 @dataclass
 class VocoderConfig:
     preset: str = _f("small", choices=["v1", "small"], help="HiFi-GAN generator size")
-    segment_frames: int = _f(32, lo=8, help="mel frames per training segment")
+    segment_frames: int = _f(32, lo=MIN_SEGMENT_FRAMES, help="mel frames per training segment")
     lr: float = _f(2e-4, lo=0.0)
     mel_loss_weight: float = _f(45.0, lo=0.0)
     fm_loss_weight: float = _f(2.0, lo=0.0)

@@ -11,7 +11,7 @@ from myxtts.data.prepare import repair
 
 
 def add_parser(sub) -> None:
-    p = add_command(sub, "cache", "inspect and verify a prepared cache")
+    p = add_command(sub, "cache", "verify a prepared cache: checksums and index consistency")
     csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     v = add_command(csub, "verify", "check checksums and index consistency; --fix re-prepares")
     v.add_argument("cache", help="cache directory written by `myxtts prepare`")

@@ -14,6 +14,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1        # the command ran and found a problem (a broken cache, a failed check)
 EXIT_USAGE = 2         # bad arguments, settings or input files; the message says which
 EXIT_STOPPED = 75      # stopped by a signal or time budget with a checkpoint: run it again to resume
+EXIT_INTERRUPTED = 130  # interrupted at once (128 + SIGINT): a second Ctrl-C, or one while starting
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -56,7 +56,7 @@ def _inside(root: Path, path: Path) -> bool:
     return p == r or p.startswith(r + os.sep)
 
 
-def _find_audio(root: Path, wav_dir: Path, stem: str) -> Path | None:
+def _find_audio(wav_dir: Path, stem: str) -> Path | None:
     for ext in AUDIO_EXTS:
         p = wav_dir / f"{stem}{ext}"
         if p.is_file():
@@ -139,7 +139,7 @@ def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None
             problems.append(Problem(uid, f"{where}: duplicate id (first seen at line {seen[uid]})"))
             continue
         seen[uid] = n
-        audio = _find_audio(root, wav_dir, uid)
+        audio = _find_audio(wav_dir, uid)
         if audio is None:
             problems.append(Problem(uid, f"{where}: audio not found ({wav_dir.name}/{uid}.wav/.flac/.ogg)"))
             continue

@@ -2,8 +2,9 @@
 
 ``metrics`` scores transcripts (WER, CER); ``asr`` transcribes audio offline (faster-whisper);
 ``speaker`` embeds voices; ``evaluation`` synthesizes a cache's held-out split and measures it;
-``report`` writes ``eval.html``. The ASR and speaker models come from the optional ``eval`` extra
-(see :func:`require`); nothing here downloads anything.
+``report`` writes ``eval.html``; ``suite`` is what ``myxtts eval`` runs, and ``periodic`` the
+few-sentence evaluation ``train.eval_every`` runs during training. The ASR and speaker models
+come from the optional ``eval`` extra (see :func:`require`); nothing here downloads anything.
 """
 from __future__ import annotations
 

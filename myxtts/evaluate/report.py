@@ -16,6 +16,7 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.evaluate.evaluation import FIGURES, Result
+from myxtts.observe.format import MISSING
 from myxtts.observe.report import CSS
 
 LABELS = {
@@ -35,7 +36,7 @@ LABELS = {
 def figure_text(value, kind: str) -> str:
     """A figure as a report shows it: a percentage or a fixed number of decimals."""
     if value is None:
-        return "n/a"
+        return MISSING
     return f"{100 * value:.1f} %" if kind == "pct" else f"{value:.{kind[1]}f}"
 
 

@@ -41,8 +41,9 @@ from myxtts.observe.diagnose import (
 )
 from myxtts.observe.measured import Measured, Settings
 from myxtts.train.batches import BucketBatches, largest_bucket
-from myxtts.train.build import build_run
-from myxtts.train.precision import sync
+from myxtts.train.build import build_run, size_batches
+from myxtts.train.distributed import DistInfo
+from myxtts.train.precision import device_name, sync
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
 STEP_TEST_S = 8.0        # time cap of the timed steps
@@ -281,7 +282,7 @@ def step_test(doc: Doc, cfg, data) -> tuple[dict | None, object]:
     doc.m.update(step_ms=st["step_ms"], loss=loss,
                  **{k: st[k] for k in ("host_syncs_per_step", "mem_peak_pct") if k in st})
     doc.check(T, "step test", "ok" if finite else "fail",
-              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {R.device_name(rig.device)}, "
+              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {device_name(rig.device)}, "
               f"{st['frames_per_s']:,.0f} mel frames/s, loss {loss if loss is None else round(loss, 3)}"
               + (f", peak memory {st['mem_peak_pct']:.0f} %" if "mem_peak_pct" in st else "")
               + " (`myxtts profile` times the compiled step)")
@@ -333,6 +334,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
         from myxtts.data.cache import Cache
         from myxtts.data.loader import make_sampler
         cache = Cache(data, expect=cfg)
+        cfg = sized(doc, cfg, data, dev)
         sampler = make_sampler(cache, cfg, "train")
     host(doc, cfg, dev, cache, sampler)
     configuration(doc, cfg, dev, sampler)
@@ -357,6 +359,16 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
     return {"device": str(dev), "cpu_note": cpu_line, "checks": doc.checks, "measurements": doc.m,
             "verdict": {"bound": diag.bound, "reason": diag.reason, "headline": diag.headline()},
             "findings": [vars(f) | {"rank": i} for i, f in enumerate(found, 1)]}
+
+
+def sized(doc: Doc, cfg, data, dev: torch.device):
+    """``data.frame_budget=auto`` resolved as a training run on this machine resolves it (measured
+    on a GPU), so that the buckets, the step test and the figures the diagnosis reads all belong
+    to the budget a run would train with."""
+    cfg, note = size_batches(cfg, data, dev, DistInfo())
+    if note:
+        doc.check("configuration", "frame budget", "info", note)
+    return cfg
 
 
 def measured(figures: dict, cfg, dev: torch.device) -> Measured:

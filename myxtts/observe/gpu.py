@@ -92,7 +92,7 @@ def _import_nvml():
     return pynvml
 
 
-def _visible_indices(nvml, count: int) -> list:
+def _visible_indices(count: int) -> list:
     """NVML indices (or UUIDs) that match torch's cuda:0..n-1 under CUDA_VISIBLE_DEVICES.
 
     NVML ignores CUDA_VISIBLE_DEVICES and enumerates in PCI order; on machines with one GPU model
@@ -159,7 +159,7 @@ class GpuSampler:
         except Exception as e:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
             raise GpuUnavailable(f"no NVIDIA GPU can be sampled: {_init_failure(e)}.") from None
         try:
-            wanted = _visible_indices(nv, nv.nvmlDeviceGetCount())
+            wanted = _visible_indices(nv.nvmlDeviceGetCount())
             for i, ident in enumerate(wanted):
                 h = (nv.nvmlDeviceGetHandleByIndex(ident) if isinstance(ident, int)
                      else nv.nvmlDeviceGetHandleByUUID(ident))

@@ -33,7 +33,7 @@ class Settings:
     prefetch_factor: int | None = None
     pin_memory: bool | None = None
     on_the_fly: bool | None = None
-    frame_budget: int | None = None
+    frame_budget: int | None = None  # the budget the run trained with (what an automatic one resolved to)
     pad_multiple: int | None = None
     max_buckets: int | None = None
     compile: str | None = None      # the mode the run resolved to: off, default, cudagraphs, ...

@@ -26,10 +26,6 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-
-
 def time_steps(run: Run, steps: int, seconds: float = 30.0, bb: BucketBatches | None = None) -> dict:
     """Mean time of one optimizer step over the epoch's batch mixture, after ``warm_up``.
 

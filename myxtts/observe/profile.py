@@ -33,7 +33,7 @@ from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.measured import Measured, Settings
 from myxtts.train.build import build_run
 from myxtts.train.loop import Loop, warm_up
-from myxtts.train.precision import sync
+from myxtts.train.precision import device_name, sync
 from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer, count_host_syncs
 
@@ -217,7 +217,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     dev, acc, batches, step_fn = rig.device, cfg.train.grad_accum, rig.batches, rig.step_fn
     fps = cfg.audio.sample_rate / cfg.audio.hop_length
     cuda = dev.type == "cuda"
-    name = R.device_name(dev)
+    name = device_name(dev)
     say(f"profiling {steps} steps on {dev} ({name}), precision {rig.precision.name}, compile "
         f"{rig.cfg.train.compile}, {len(rig.shapes)} bucket shapes, grad_accum {acc}")
     if not cuda:

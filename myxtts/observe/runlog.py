@@ -4,6 +4,7 @@ the time went" summary in words, ending in one verdict line. The full figures go
 ``summary.json`` and the report, never as raw JSON to the console."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -103,6 +104,8 @@ def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measure
     gpus = (summary.get("gpu") or {}).get("gpus") or [{}]
     settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=gpus[0].get("name", ""),
                                     compile=summary.get("compile"), world_size=summary.get("world_size", 1))
+    if summary.get("frame_budget"):  # what data.frame_budget=auto chose: the budget the run trained with
+        settings = dataclasses.replace(settings, frame_budget=summary["frame_budget"])
     m = Measured.from_summary(summary, settings)
     if summary.get("gpu") is None and no_gpu:
         m.not_measured["gpu"] = f"GPU utilisation not sampled: {no_gpu}"

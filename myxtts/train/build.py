@@ -1,8 +1,9 @@
 """The one place a training run is assembled, for both stages and for every command that
 measures training (``profile``, ``doctor``, ``tune``, ``bench``).
 
-Order, fixed and applied from outside the model code: seed and determinism → device and
-precision → cache → model(s) → DDP wrap → step (compiled as ``train.compile`` says) →
+Order, fixed and applied from outside the model code: batch sizing (``data.frame_budget=auto``,
+train/sizing.py; first, because measuring draws random numbers) → seed and determinism → device
+and precision → cache → model(s) → DDP wrap → step (compiled as ``train.compile`` says) →
 optimizer and schedule → batches. What comes back is a :class:`Run`, whose ``components`` are
 everything a checkpoint must hold besides the weights; each component owns its own state
 (``state_dict`` / ``load_state_dict``).

@@ -71,12 +71,25 @@ def compile_shapes(run, progress=None) -> float:
         return 0.0
     bb = BucketBatches(run.cache, run.cfg, run.device)
     n = len(run.sampler.buckets)
-    devices = [run.device] if run.device.type == "cuda" else []
+    t0 = time.perf_counter()
+    compile_batches(run.step_fn, (bb.of_bucket(run.sampler, b) for b in range(n)), run.device, n, progress)
+    return time.perf_counter() - t0
+
+
+def compile_batches(step_fn, batches, device: torch.device, n: int | None = None,
+                    progress=None) -> list[float]:
+    """Compile ``step_fn`` for the shape of each batch (``step_fn.compile_shape``: weights and
+    gradients untouched) under a forked random state. Returns the seconds each one took;
+    ``progress(k, n, elapsed_s)`` is called after each."""
+    devices = [device] if device.type == "cuda" else []
+    seconds: list[float] = []
     t0 = time.perf_counter()
     with torch.random.fork_rng(devices=devices):
-        for b in range(n):
-            run.step_fn.compile_shape(bb.of_bucket(run.sampler, b))
-            sync(run.device)
+        for batch in batches:
+            t = time.perf_counter()
+            step_fn.compile_shape(batch)
+            sync(device)
+            seconds.append(time.perf_counter() - t)
             if progress is not None:
-                progress(b + 1, n, time.perf_counter() - t0)
-    return time.perf_counter() - t0
+                progress(len(seconds), n, time.perf_counter() - t0)
+    return seconds

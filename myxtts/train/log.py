@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
+from myxtts.train.precision import device_name
 
 
 def device_label(device: torch.device) -> str:
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    return f"{device} ({name})"
+    return f"{device} ({device_name(device)})"
 
 
 class TrainLog:

@@ -2,9 +2,9 @@
 
 ``Loop.step_once`` is the unit everything runs: the trainer's ``fit`` calls it until
 ``train.max_steps``, and ``myxtts profile`` calls the same method under its own timers and the
-profiler. Measurement plugs in from outside through ``StepHooks`` (phase marks inside a step)
-and the ``StepTimer`` the loop is given; the loop itself reads nothing back from the GPU except
-on logging steps.
+profiler. Measurement plugs in from outside through ``TrainStep.hooks`` (objects whose
+``phase(name)`` marks the edges inside a step) and the ``StepTimer`` the loop is given; the loop
+itself reads nothing back from the GPU except on logging steps.
 
 Stops: SIGINT/SIGTERM (to the trainer, its process group or, under torchrun, any rank) and
 ``train.time_budget_s`` end the run after the step in progress, with a checkpoint; the run
@@ -19,14 +19,18 @@ from dataclasses import dataclass
 
 import torch
 
+from myxtts.config import MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
 from myxtts.train.precision import sync
+from myxtts.train.sizing import MIN_BUDGET
 from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer
+
+FULL_SPEED_WITHIN = 0.10  # a step this close to its steady-state time runs at full speed
 
 
 class StopRequested:
@@ -56,11 +60,11 @@ def oom_error(run: Run) -> UserError:
     if run.stage == "vocoder":
         seg = cfg.vocoder.segment_frames
         return UserError(f"out of GPU memory with vocoder.segment_frames={seg}; try "
-                         f"vocoder.segment_frames={max(8, seg // 2)} or a smaller "
+                         f"vocoder.segment_frames={max(MIN_SEGMENT_FRAMES, seg // 2)} or a smaller "
                          "data.max_batch_size")
     fb = cfg.data.frame_budget
     return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
-                     f"{max(64, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
+                     f"{max(MIN_BUDGET, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
                      "`myxtts tune` find the largest budget that fits")
 
 
@@ -68,8 +72,9 @@ def warm_up(run: Run, progress=None, bb: BucketBatches | None = None) -> float:
     """One step per bucket shape, so every shape compiles before the first timed step.
     ``progress(k, n, elapsed_s)`` is called after each shape. Returns the seconds taken.
 
-    The warm-up steps update the weights like any step; the measuring commands use it, while a
-    training run compiles its shapes as they arrive so that resuming stays exact."""
+    The warm-up steps update the weights like any step, so only the measuring commands use it; a
+    training run compiles every shape before step 1 with ``train.compile.compile_shapes``, which
+    leaves the weights and the random state as they were, so that resuming stays exact."""
     bb = bb or BucketBatches(run.cache, run.cfg, run.device)
     n = len(run.sampler.buckets)
     t0 = time.perf_counter()
@@ -221,13 +226,14 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
                    time_to_full_speed_s=time_to_full_speed(loop.history),
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
-                   padding_pct=run.batches.padding_pct, device=str(run.device),
+                   padding_pct=run.batches.padding_pct, frame_budget=run.cfg.data.fixed_budget,
+                   device=str(run.device),
                    precision=run.precision.name, compile=run.step_fn.compile_mode,
                    world_size=info.world_size)
     return summary
 
 
-def time_to_full_speed(history: list[tuple[float, float]], within: float = 0.10) -> float | None:
+def time_to_full_speed(history: list[tuple[float, float]], within: float = FULL_SPEED_WITHIN) -> float | None:
     """Seconds from the loop's start until a step first ran within ``within`` (10 %) of the
     steady-state step time, the median of the later half of the steps; None for too few steps."""
     if len(history) < 8:

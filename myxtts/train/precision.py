@@ -58,6 +58,11 @@ def resolve(setting: str, device: torch.device) -> Precision:
     return Precision(device, setting, dtype)
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or "CPU"."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+
+
 def sync(device: torch.device) -> None:
     """Wait for the device's queued work (a no-op on the CPU, where work is synchronous)."""
     if device.type == "cuda":

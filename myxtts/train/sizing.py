@@ -37,14 +37,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from myxtts.config import Config
+from myxtts.config import MIN_FRAME_BUDGET, Config
 from myxtts.train.batches import BucketBatches, largest_bucket
 from myxtts.train.precision import sync
 
 HEADROOM = 0.85        # peak reserved memory / memory free when the run starts
 RESOLUTION = 0.05      # bisection stops when the bracket is this narrow (relative)
 MAX_BUDGET = 1 << 22   # frames; a bound for the doubling
-MIN_BUDGET = 64        # config minimum of data.frame_budget
+MIN_BUDGET = MIN_FRAME_BUDGET  # config minimum of data.frame_budget
 MAX_TRIALS = 12        # steps measured at most
 TIME_LIMIT_S = 30.0    # sizing wall time at most (building the model included)
 MAX_LR_SCALE = 2.0     # the square-root rule is capped: warm-up is not lengthened with it

@@ -18,9 +18,9 @@ CUDA events are recorded every step but read lazily: ``flush()`` (called by ``wi
 ``summary()``, i.e. on logging steps) only reads events the GPU has already passed
 (``Event.query()``), so the timer never adds a host sync; ``summary()`` waits for the rest once.
 
-Usage in the trainer::
+Usage (``train.loop.Loop`` keeps the first step of each bucket shape out of the statistics)::
 
-    timer = StepTimer(device, warmup_steps=cfg.train.warmup_compile, frames_per_second=sr / hop)
+    timer = StepTimer(device, warmup_steps=len(run.shapes), frames_per_second=sr / hop)
     for step in range(max_steps):
         with timer.data_wait():
             batch = next(batches)

@@ -88,3 +88,35 @@ def test_doctor_flags_a_frame_budget_that_leaves_gpu_memory_unused(observe_cache
     assert want > 10 * cfg.data.frame_budget
     assert f"`data.frame_budget={want}`" in f["action"] and "`myxtts tune` aims for" in f["action"]
     assert f"7 % of the GPU at data.frame_budget={cfg.data.frame_budget} (< 25 %)" in f["evidence"]
+
+
+def test_doctor_judges_the_budget_auto_resolves_to(observe_cache, monkeypatch):  # noqa: F811
+    # data.frame_budget=auto on a (injected) GPU: the buckets, the step test and the memory
+    # finding all belong to the budget the sizing chose, not to data.base_frame_budget.
+    from myxtts.train.sizing import with_budget
+
+    def environment(doc, cfg):
+        doc.m.update(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
+        return torch.device("cuda", 0)
+
+    seen = {}
+
+    def step_test(doc, cfg, data):
+        seen["budget"] = cfg.data.frame_budget
+        doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=7.2)
+        return {"step_ms": 90.0, "frames_per_s": 1e5}, None
+
+    def size_batches(cfg, data, device, info):
+        return with_budget(cfg, 4800, scale_lr=True), "data.frame_budget=auto: 4800 frames (sized)"
+
+    monkeypatch.setattr(D, "environment", environment)
+    monkeypatch.setattr(D, "step_test", step_test)
+    monkeypatch.setattr(D, "size_batches", size_batches)
+    for name in ("host", "loader_test", "disk"):
+        monkeypatch.setattr(D, name, lambda *a, **k: None)
+    cfg = load("tiny", [o for o in FAST if not o.startswith("data.frame_budget=")] + ["data.frame_budget=auto"])
+    r = D.doctor(cfg, observe_cache)
+    assert seen["budget"] == 4800
+    assert any(c["name"] == "frame budget" and "4800" in c["detail"] for c in r["checks"])
+    (f,) = [f for f in r["findings"] if f["rule"] == "memory"]
+    assert "at data.frame_budget=4800 (< 25 %)" in f["evidence"]

@@ -77,6 +77,18 @@ def test_eager_training_summary_in_words_is_launch_bound_and_has_no_raw_json():
     assert "{" not in text  # the figures go to summary.json and the report, not to the console
 
 
+def test_training_diagnosis_reads_the_budget_the_run_trained_with():
+    # data.frame_budget=auto: the run's summary names the budget sizing chose, and a suggested
+    # larger budget must scale that one, not data.base_frame_budget.
+    s = _json("eager-base-summary.json")
+    cfg = load("base")
+    assert cfg.data.frame_budget == "auto"
+    m, _ = run_diagnosis(s, cfg)
+    assert m.settings.frame_budget == cfg.data.base_frame_budget
+    m, _ = run_diagnosis(dict(s, frame_budget=48000), cfg)
+    assert m.settings.frame_budget == 48000
+
+
 def test_compile_default_run_is_compiling_not_idle():
     s = _json("compile-default-base-summary.json")
     s["gpu"] = _monitor("compile-default-base-monitor.csv")

@@ -57,6 +57,7 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step-00000003"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["recompiles_after_warmup"] == 0
+    assert summary["frame_budget"] == 1200  # the budget the diagnosis judges (FAST sets it)
     assert "where the time went" in r.stderr
 
 

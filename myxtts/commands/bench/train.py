@@ -42,10 +42,7 @@ but its speed figures are not inductor's. Without ``--quick`` the real default b
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
-import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -54,7 +51,12 @@ import torch
 
 from myxtts.commands.bench import demo_cache, device_name
 from myxtts.config import Config, load
+from myxtts.data.cache import write_json as atomic_write_json
 from myxtts.errors import UserError
+from myxtts.observe.format import fmt
+from myxtts.train.compile import compile_batches
+from myxtts.train.loop import FULL_SPEED_WITHIN
+from myxtts.train.precision import device_name as accelerator_name
 from myxtts.train.precision import sync
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
@@ -97,10 +99,6 @@ def amp_precision(device: torch.device) -> tuple[str | None, str]:
     except Exception as e:  # noqa: BLE001 - any failure means "not supported here"
         return None, f"bf16 autocast unsupported on this CPU ({type(e).__name__}: {e})"
     return "bf16", ""
-
-
-def with_train(cfg: Config, **kw) -> Config:
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **kw))
 
 
 def fixed_batches(cfg: Config, cache, device: torch.device):
@@ -155,15 +153,7 @@ class _StepClock:
 def compile_each_shape(step, batches, shapes, device) -> dict:
     """Seconds to compile each shape (forward, loss and backward, gradients dropped, weights
     and random state untouched), keyed "BxTtxTm"."""
-    out = {}
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        for b, shape in zip(batches, shapes):
-            t0 = time.perf_counter()
-            step.compile_shape(b)
-            sync(device)
-            out["x".join(map(str, shape))] = time.perf_counter() - t0
-    return out
+    return {"x".join(map(str, shape)): sec for shape, sec in zip(shapes, compile_batches(step, batches, device))}
 
 
 def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float]) -> float | None:
@@ -174,7 +164,7 @@ def full_speed_at(warm: list[tuple[int, float, float]], medians: dict[int, float
         return None
     at = None
     for i, ms, end in warm:
-        fast = ms <= 1.1 * medians[i]
+        fast = ms <= (1 + FULL_SPEED_WITHIN) * medians[i]
         at = (end if at is None else at) if fast else None
     return at
 
@@ -258,7 +248,8 @@ def skipped(reason: str, precision: str | None = None) -> dict:
 def run(args) -> int:
     from myxtts.data.cache import Cache
     from myxtts.observe.flops import count_step_flops
-    from myxtts.train.build import build_run
+    from myxtts.train.build import build_run, size_batches
+    from myxtts.train.distributed import DistInfo
     from myxtts.train.precision import pick_device, resolve
 
     device = pick_device(0)
@@ -273,10 +264,13 @@ def run(args) -> int:
     selected = parse_modes(args.modes)
     path = Path(args.data) if args.data else demo_cache(cfg)
     cache = Cache(path, expect=cfg)
+    # data.frame_budget=auto is resolved once, as a training run here would resolve it, so the
+    # batches match the runs the modes build and no mode's time includes a memory search.
+    cfg, budget_note = size_batches(cfg, path, device, DistInfo())
     sampler, batches, frames, rows, shapes = fixed_batches(cfg, cache, device)
     if not batches:
         raise UserError(f"{path}: no training batches")
-    peak_name = torch.cuda.get_device_name(device) if not cpu else "CPU"
+    peak_name = accelerator_name(device)
     run_precision = resolve(cfg.train.precision, device).name  # what a training run uses
     amp, amp_reason = (run_precision, "") if run_precision != "fp32" else amp_precision(device)
     backend = "aot_eager" if quick_cpu else "inductor"
@@ -285,6 +279,8 @@ def run(args) -> int:
         + (f" + {' '.join(overrides)}" if overrides else ""))
     say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
         + " ".join(f"{s[0]}x{s[1]}x{s[2]}" for s in shapes) + f"; {steps} timed steps per mode")
+    if budget_note:
+        say(budget_note)
     if quick_cpu:
         say(CPU_QUICK_NOTE)
 
@@ -297,7 +293,8 @@ def run(args) -> int:
     head = {"device": device_name(), "device_type": device.type, "config": config,
             "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
             "compile_backend": backend, "note": CPU_QUICK_NOTE if quick_cpu else None,
-            "shapes": [list(s) for s in shapes], "modes_selected": list(selected)}
+            "frame_budget": cfg.data.frame_budget, "shapes": [list(s) for s in shapes],
+            "modes_selected": list(selected)}
     for name in MODES:
         precision, compile_mode, reason = plan[name]
         if name not in selected:
@@ -372,13 +369,7 @@ def write_json(path, result: dict) -> None:
     """Write atomically: a run killed mid-write leaves the previous version."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-def _f(v, fmt: str) -> str:
-    return "-" if v is None else fmt.format(v)
+    atomic_write_json(path, result)
 
 
 def print_table(r: dict) -> None:
@@ -392,9 +383,9 @@ def print_table(r: dict) -> None:
             print(f"{name:<21}  skipped: {m['reason']}")
             continue
         print(f"{name:<21}{m['precision']:>10}{m['compile']:>12}{m['samples_per_s']:>11,.1f}"
-              f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{_f(m['mfu'], '{:.1f}'):>7}"
-              f"{_f(m['ops_per_step'], '{:,}'):>10}{_f(m['compile_s'], '{:.1f}'):>11}"
-              f"{_f(m['time_to_full_speed_s'], '{:.1f}'):>14}{m['recompiles_after_warmup']:>12}")
+              f"{m['frames_per_s']:>11,.0f}{m['step_ms']:>9.1f}{fmt(m['mfu'], '{:.1f}', '-'):>7}"
+              f"{fmt(m['ops_per_step'], '{:,}', '-'):>10}{fmt(m['compile_s'], '{:.1f}', '-'):>11}"
+              f"{fmt(m['time_to_full_speed_s'], '{:.1f}', '-'):>14}{m['recompiles_after_warmup']:>12}")
     print()
     for name in COMPILED:
         by_shape = r["train"][name].get("compile_s_by_shape")
@@ -403,7 +394,7 @@ def print_table(r: dict) -> None:
     reasons = {m["mfu_reason"] for m in (r["train"][n] for n in MODES) if not m["skipped"]} - {None}
     if reasons:
         print(f"MFU: not reported ({'; '.join(sorted(reasons))})")
-    print(f"compile speedup: {_f(r['compile_speedup'], '{:.2f}x')} ({r['compile_speedup_basis']})")
-    print(f"recompiles after warm-up (compiled modes): {_f(r['train']['recompiles_after_warmup'], '{}')}")
+    print(f"compile speedup: {fmt(r['compile_speedup'], '{:.2f}x', '-')} ({r['compile_speedup_basis']})")
+    print(f"recompiles after warm-up (compiled modes): {fmt(r['train']['recompiles_after_warmup'], '{}', '-')}")
     if r["note"]:
         print(r["note"])

@@ -124,3 +124,30 @@ def test_full_speed_is_the_first_step_after_which_every_step_is_within_ten_perce
     assert train.full_speed_at(warm, medians) == 5.0  # step 4 (25 ms > 22) was still slow
     assert train.full_speed_at(warm[:3], medians) == 2.0
     assert train.full_speed_at(warm[:4], medians) is None and train.full_speed_at(warm, {}) is None
+
+
+def test_bench_train_resolves_an_auto_budget_once_for_its_batches_and_every_mode(bench_cache, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """data.frame_budget=auto is sized once before any mode (a GPU would measure memory there):
+    the fixed batches and every mode's run use that budget, so no mode's time holds a search."""
+    from myxtts.train import build
+    from myxtts.train.sizing import with_budget
+
+    calls = []
+
+    def size_batches(cfg, data, device, info, given=None, probe=None):
+        calls.append(cfg.data.frame_budget)
+        if cfg.data.frame_budget != "auto":
+            return cfg, ""
+        return with_budget(cfg, 1600, scale_lr=True), "data.frame_budget=auto: 1600 frames (sized)"
+
+    monkeypatch.setattr(build, "size_batches", size_batches)
+    js = tmp_path / "train.json"
+    overrides = [o for o in FAST if not o.startswith("data.frame_budget=")] + ["data.frame_budget=auto"]
+    assert bench(["--config", "tiny", "--data", str(bench_cache), "--quick", "--steps", "1",
+                  "--modes", "eager_fp32", "--json", str(js), *overrides]) == 0
+    r = json.loads(js.read_text())
+    assert r["frame_budget"] == 1600 and calls[0] == "auto"
+    assert all(c == 1600 for c in calls[1:])  # the mode's run got the resolved budget, no search
+    assert all(b * tm <= 1600 for b, _, tm in r["shapes"])
+    assert "data.frame_budget=auto: 1600 frames (sized)" in capsys.readouterr().out
