@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from myxtts import __version__
@@ -61,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
     except KeyboardInterrupt:
         err("myxtts: interrupted")
-        return EXIT_INTERRUPTED
+        # A Ctrl-C that lands while an extension module runs Python code during its import
+        # leaves CPython marked "interrupted" even though it was caught here, and the
+        # interpreter would then kill itself with SIGINT on exit. Nothing is open yet: leave now.
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
     args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
