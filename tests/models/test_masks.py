@@ -158,3 +158,19 @@ def test_windowed_generation_reads_the_text_forwards():
         assert bool((new >= focus).all())
         focus = new
     assert int(focus.max()) > 0  # it does move along the text
+
+
+def test_feedback_feeds_own_predictions_in_training_only():
+    batch = random_batch()
+    plain, _ = _model()
+    fed, _ = _model(feedback=1.0)  # same seed: same weights
+    with torch.no_grad():
+        # Evaluation mode: no feedback, the teacher-forced pass exactly.
+        torch.testing.assert_close(fed(batch)["mel_pre"], plain(batch)["mel_pre"])
+        plain.train(), fed.train()
+        a, b = plain(batch)["mel_pre"], fed(batch)["mel_pre"]
+    r = fed.cfg.reduction
+    # Step 0 reads the "go" frame either way; later steps read the model's own output instead
+    # of the true frame, and so predict something else.
+    torch.testing.assert_close(a[:, :r], b[:, :r])
+    assert not torch.allclose(a[:, r:], b[:, r:])
