@@ -104,10 +104,6 @@ class ModelConfig:
     guided_attn_weight: float = _f(1.0, lo=0.0)
     align_layer: int = _f(0, lo=-64, hi=63, help="decoder layer whose text cross-attention is "
                           "guided to the diagonal and reported as the alignment (<0: from the end)")
-    feedback: float = _f(0.0, lo=0.0, hi=1.0, help="training: share of decoder steps fed the model's own "
-                         "prediction instead of the true previous frame (a second pass)")
-    attn_window: int = _f(0, lo=0, hi=64, help="inference only: text tokens past the attended one the "
-                          "decoder may read at each step (one behind); 0: the whole text")
     max_decoder_steps: int = _f(1000, lo=1, help="inference cap, in decoder steps")
     stop_threshold: float = _f(0.5, lo=0.0, hi=1.0)
 

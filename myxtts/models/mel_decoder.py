@@ -124,7 +124,6 @@ class MelDecoder(nn.Module):
         super().__init__()
         d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
         self.prenet = Prenet(n_mels, cfg.prenet_dim, d, cfg.prenet_dropout)
-        self.feedback = cfg.feedback
         self.alpha = nn.Parameter(torch.ones(1))
         self.blocks = nn.ModuleList(
             DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
@@ -168,41 +167,22 @@ class MelDecoder(nn.Module):
             raise ValueError(f"mel length {mel.shape[1]} is not a multiple of the reduction "
                              f"factor {self.r} (data.pad_multiple must be a multiple of it)")
         x = normalize_mel(mel)  # (B, Tm, M)
-        prev = self._shift(x)  # (B, S, M)
-        kv = self.project_memory(memory)
-        if self.training and self.feedback > 0:
-            # Feed back the model's own predictions (a first, gradient-free pass) for a share of
-            # the steps, so it learns to follow the text when its inputs are its own output, as
-            # at inference.
-            with torch.no_grad():
-                own = self._shift(self._decode(prev, kv, mem_mask, token_lens, n_text)[0])  # (B, S, M)
-            pick = torch.rand(prev.shape[:2] + (1,), device=prev.device) < self.feedback  # (B, S, 1)
-            prev = torch.where(pick, own, prev)
-        pre, stop, attn = self._decode(prev, kv, mem_mask, token_lens, n_text)
-        frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
-        post = pre + self.postnet(pre, frame_mask)
-        return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
-                "stop_logits": stop, "attn": attn}
-
-    def _shift(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, Tm, M) normalised frames → (B, S, M) decoder inputs: the last frame of each
-        r-group, one step late, after a zero "go" frame."""
-        last = x[:, self.r - 1::self.r]  # (B, S, M)
-        return torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)
-
-    def _decode(self, prev, kv, mem_mask, token_lens, n_text: int):
-        """All steps at once from inputs prev (B, S, M) → frames (B, S*r, M) normalised, stop
-        logits (B, S), text attention (B, S, Tt)."""
-        b = prev.shape[0]
+        last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
+        prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
+        b = mel.shape[0]
         h = self._embed(prev, 0)  # (B*S, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
+        kv = self.project_memory(memory)
         attn = None
         for i, block in enumerate(self.blocks):
             h, w = block(h, b, kv[i], bias, need_weights=i == self.align_layer)  # (B*S, d)
             attn = w if w is not None else attn
         attn = text_attention(attn, n_text)  # (B, S, Tt)
         pre, stop = self._head(h, b, attn, token_lens)  # (B, Tm, M), (B, S)
-        return pre, stop, attn
+        frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
+        post = pre + self.postnet(pre, frame_mask)
+        return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
+                "stop_logits": stop, "attn": attn}
 
     def new_caches(self, batch: int, max_steps: int, device, dtype) -> list[KVCache]:
         a = self.blocks[0].self_attn

@@ -35,22 +35,6 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-def window_mask(mask: torch.Tensor, focus: torch.Tensor, n_text: int, window: int) -> torch.Tensor:
-    """Memory mask (B, Tt+K) narrowed to the text tokens focus-1 .. focus+window (the
-    conditioning latents stay visible); ``window`` 0 leaves it unchanged.
-
-    Free-running, nothing stops the cross-attention from jumping back to words it has already
-    read or skipping ahead: under teacher forcing the ground-truth frames keep it on the
-    diagonal, but its own predictions do not, and it loops ("the Moon, the Moon…"). Windowing
-    the attention around the furthest token read so far (Tacotron 2 in ESPnet's attention
-    constraint) lets it only move forward, a few tokens at a time."""
-    if window == 0:
-        return mask
-    idx = torch.arange(mask.shape[1], device=mask.device)[None, :]  # (1, Tt+K)
-    near = (idx >= focus[:, None] - 1) & (idx <= focus[:, None] + window)  # (B, Tt+K)
-    return mask & (near | (idx >= n_text))
-
-
 class XTTS(nn.Module):
     def __init__(self, cfg: ModelConfig, n_vocab: int, n_mels: int):
         super().__init__()
@@ -121,9 +105,7 @@ class XTTS(nn.Module):
         attn (B, T/r, Tt). Deterministic for a given ``generator`` state (it drives the
         always-on pre-net dropout; other dropout is off here). ``ref_lens == 0`` → neutral
         voice. A stop counts only once the sentence's alignment has reached MIN_PROGRESS of
-        its text; a sentence that never stops is cut at ``max_steps`` (its length says so).
-        With ``model.attn_window`` > 0 the cross-attention reads the text forwards only, a
-        window at a time (see ``window_mask``)."""
+        its text; a sentence that never stops is cut at ``max_steps`` (its length says so)."""
         was_training = self.training
         self.eval()
         try:
@@ -143,14 +125,11 @@ class XTTS(nn.Module):
         done = torch.zeros(b, dtype=torch.bool, device=memory.device)
         lens = torch.full((b,), max_steps * r, dtype=torch.long, device=memory.device)
         frames, attns = [], []
-        focus = torch.zeros(b, dtype=torch.long, device=memory.device)  # attended token, (B,)
         for t in range(max_steps):
-            step_mask = window_mask(mask, focus, n_text, self.cfg.attn_window)  # (B, Tt+K)
-            f, stop, a = dec.step(prev, t, caches, kv, step_mask, token_lens, n_text,
+            f, stop, a = dec.step(prev, t, caches, kv, mask, token_lens, n_text,
                                   generator)  # (B, r, M), (B,), (B, Tt)
             frames.append(f)
             attns.append(a)
-            focus = torch.maximum(focus, a.argmax(-1))  # never backwards
             # A sentence may stop only once its alignment has read most of its text: guards
             # against the stop token firing mid-sentence (a truncated sentence is the worst
             # failure an autoregressive TTS model can make).

@@ -4,7 +4,7 @@ import torch
 
 from myxtts.models.layers import length_mask
 from myxtts.models.mel_decoder import normalize_mel
-from myxtts.models.xtts import XTTS, window_mask
+from myxtts.models.xtts import XTTS
 
 from .conftest import SILENCE, random_batch, tiny
 
@@ -134,43 +134,3 @@ def test_generate_restores_training_mode():
     batch = random_batch()
     model.generate(batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"], max_steps=2)
     assert model.training
-
-
-def test_window_mask_keeps_latents_and_a_band_of_text():
-    mask = torch.tensor([[True] * 6 + [True] * 2, [True] * 4 + [False] * 2 + [True] * 2])  # Tt=6, K=2
-    got = window_mask(mask, torch.tensor([0, 3]), n_text=6, window=2)
-    assert got.tolist() == [[True, True, True, False, False, False, True, True],
-                            [False, False, True, True, False, False, True, True]]  # padding stays out
-    assert window_mask(mask, torch.tensor([0, 3]), n_text=6, window=0) is mask
-
-
-def test_windowed_generation_reads_the_text_forwards():
-    model, _ = _model(attn_window=2)
-    batch = random_batch()
-    _, _, attn = model.generate(batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"],
-                                max_steps=16, stop_threshold=1.0, generator=torch.Generator().manual_seed(0))
-    focus = torch.zeros(attn.shape[0], dtype=torch.long)
-    for t in range(attn.shape[1]):  # (B, Tt) attention of step t, under the window of step t-1's focus
-        idx = torch.arange(attn.shape[2])[None, :]
-        outside = (idx < focus[:, None] - 1) | (idx > focus[:, None] + 2)
-        assert float((attn[:, t] * outside).abs().sum()) == 0.0
-        new = torch.maximum(focus, attn[:, t].argmax(-1))
-        assert bool((new >= focus).all())
-        focus = new
-    assert int(focus.max()) > 0  # it does move along the text
-
-
-def test_feedback_feeds_own_predictions_in_training_only():
-    batch = random_batch()
-    plain, _ = _model()
-    fed, _ = _model(feedback=1.0)  # same seed: same weights
-    with torch.no_grad():
-        # Evaluation mode: no feedback, the teacher-forced pass exactly.
-        torch.testing.assert_close(fed(batch)["mel_pre"], plain(batch)["mel_pre"])
-        plain.train(), fed.train()
-        a, b = plain(batch)["mel_pre"], fed(batch)["mel_pre"]
-    r = fed.cfg.reduction
-    # Step 0 reads the "go" frame either way; later steps read the model's own output instead
-    # of the true frame, and so predict something else.
-    torch.testing.assert_close(a[:, :r], b[:, :r])
-    assert not torch.allclose(a[:, r:], b[:, r:])
