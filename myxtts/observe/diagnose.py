@@ -28,11 +28,12 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from myxtts.config import MIN_FRAME_BUDGET
 from myxtts.observe.format import findings_text, fmt
 from myxtts.observe.gpu import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, thresholds_text
-from myxtts.train.sizing import HEADROOM, MIN_BUDGET
+from myxtts.train.sizing import HEADROOM
 
 INPUT_BOUND_MODERATE_PCT = 5.0   # the TensorFlow profiler's input-pipeline thresholds
 INPUT_BOUND_HIGH_PCT = 20.0
@@ -54,7 +55,7 @@ WORKER_MARGIN = 1.25             # head-room when sizing loader workers
 MEMORY_LOW_PCT = 25.0            # peak GPU memory below this: the frame budget leaves the GPU empty
 MEMORY_ROOM_PCT = 60.0           # a compute-bound run below this has room for a larger budget
 MEMORY_FILL_PCT = 100.0 * HEADROOM  # the peak memory automatic sizing and `myxtts tune` fill a GPU to
-BUDGET_STEP = MIN_BUDGET         # frame budgets are rounded down to this (the config's minimum)
+BUDGET_STEP = MIN_FRAME_BUDGET         # frame budgets are rounded down to this (the config's minimum)
 BUDGET_GAIN = 1.25               # a larger budget is suggested only when it is this much larger
 
 SEVERITIES = ("high", "medium", "low", "info")

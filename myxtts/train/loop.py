@@ -19,14 +19,13 @@ from dataclasses import dataclass
 
 import torch
 
-from myxtts.config import MIN_SEGMENT_FRAMES
+from myxtts.config import MIN_FRAME_BUDGET, MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
 from myxtts.train.precision import sync
-from myxtts.train.sizing import MIN_BUDGET
 from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer
 
@@ -64,7 +63,7 @@ def oom_error(run: Run) -> UserError:
                          "data.max_batch_size")
     fb = cfg.data.frame_budget
     return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
-                     f"{max(MIN_BUDGET, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
+                     f"{max(MIN_FRAME_BUDGET, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
                      "`myxtts tune` find the largest budget that fits")
 
 

@@ -44,7 +44,6 @@ from myxtts.train.precision import sync
 HEADROOM = 0.85        # peak reserved memory / memory free when the run starts
 RESOLUTION = 0.05      # bisection stops when the bracket is this narrow (relative)
 MAX_BUDGET = 1 << 22   # frames; a bound for the doubling
-MIN_BUDGET = MIN_FRAME_BUDGET  # config minimum of data.frame_budget
 MAX_TRIALS = 12        # steps measured at most
 TIME_LIMIT_S = 30.0    # sizing wall time at most (building the model included)
 MAX_LR_SCALE = 2.0     # the square-root rule is capped: warm-up is not lengthened with it
@@ -66,7 +65,7 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = 
                   max_trials: int = MAX_TRIALS, time_limit_s: float = TIME_LIMIT_S,
                   clock=time.monotonic) -> tuple[int | None, str]:
     """Largest budget ``fits`` accepts, searched from ``start`` up to ``max_budget``, and a note on
-    what bounded it. None when even ``MIN_BUDGET`` does not fit."""
+    what bounded it. None when even ``MIN_FRAME_BUDGET`` does not fit."""
     t0, trials = clock(), 0
 
     def ok(b: int) -> bool:
@@ -94,7 +93,7 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = 
             return lo, f"stopped below {max_budget} frames, the whole corpus in one batch"
     else:
         lo, hi, cand = None, start, start // 2
-        while cand >= MIN_BUDGET:
+        while cand >= MIN_FRAME_BUDGET:
             if out_of_time():
                 return None, f"nothing fitted before the search stopped ({max_trials} steps or {time_limit_s:g} s)"
             if ok(cand):
@@ -102,9 +101,9 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = 
                 break
             hi, cand = cand, cand // 2
         if lo is None:
-            return None, f"even data.frame_budget={MIN_BUDGET} does not fit: use a smaller model"
-    while hi - lo > max(MIN_BUDGET, RESOLUTION * lo) and not out_of_time():
-        mid = (lo + hi) // 2 // MIN_BUDGET * MIN_BUDGET
+            return None, f"even data.frame_budget={MIN_FRAME_BUDGET} does not fit: use a smaller model"
+    while hi - lo > max(MIN_FRAME_BUDGET, RESOLUTION * lo) and not out_of_time():
+        mid = (lo + hi) // 2 // MIN_FRAME_BUDGET * MIN_FRAME_BUDGET
         if mid <= lo:
             break
         if ok(mid):

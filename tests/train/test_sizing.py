@@ -45,16 +45,16 @@ def _auto(*extra):
 def test_search_doubles_then_bisects_below_the_limit():
     m = FakeMemory()
     best, note = S.search_budget(m.fits, 4000, max_budget=10**7)
-    assert m.answer * (1 - S.RESOLUTION) - S.MIN_BUDGET <= best <= m.answer and "memory" in note
+    assert m.answer * (1 - S.RESOLUTION) - S.MIN_FRAME_BUDGET <= best <= m.answer and "memory" in note
     assert m.tried[:4] == [4000, 8000, 16000, 32000] and len(m.tried) <= S.MAX_TRIALS
 
 
 def test_search_shrinks_from_a_start_that_does_not_fit():
     m = FakeMemory(free=3 * GIB, fixed=1 * GIB, per_frame=200_000)
     best, _ = S.search_budget(m.fits, 12_000)
-    assert m.answer * (1 - S.RESOLUTION) - S.MIN_BUDGET <= best <= m.answer < 12_000
+    assert m.answer * (1 - S.RESOLUTION) - S.MIN_FRAME_BUDGET <= best <= m.answer < 12_000
     assert S.search_budget(FakeMemory(free=1 * GIB, fixed=2 * GIB).fits, 4000) == \
-        (None, f"even data.frame_budget={S.MIN_BUDGET} does not fit: use a smaller model")
+        (None, f"even data.frame_budget={S.MIN_FRAME_BUDGET} does not fit: use a smaller model")
 
 
 def test_search_stops_at_the_corpus_size():
@@ -96,7 +96,7 @@ def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache,
     mem = FakeMemory(free=4 * GIB, fixed=GIB, per_frame=1_000_000)  # fits about 2,600 frames
     sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=mem)
     b = sized.data.frame_budget
-    assert mem.answer * (1 - S.RESOLUTION) - S.MIN_BUDGET <= b <= mem.answer
+    assert mem.answer * (1 - S.RESOLUTION) - S.MIN_FRAME_BUDGET <= b <= mem.answer
     assert mem.cfg.data.frame_budget == 1000  # measured from the base
     assert sized.train.lr == pytest.approx(asked.train.lr * math.sqrt(b / 1000))
     assert sized.data.max_batch_size == math.ceil(asked.data.max_batch_size * b / 1000)
