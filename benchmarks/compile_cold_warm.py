@@ -1,11 +1,12 @@
 """Compile time of the training step with inductor, cold and warm, one shape and all shapes.
 
-    python benchmarks/compile_cold_warm.py [--data CACHE] [--shapes 4] [--measure ...] [--json out.json]
+    python benchmarks/compile_cold_warm.py [--data CACHE] [--shapes 4] [--compile default|regional]
+                                           [--measure ...] [--json out.json]
 
 Three measurements, each in a process of its own (the in-process caches start empty) and each
 timing ``train.compile.compile_shapes`` (forward, loss and backward of one batch per bucket
 shape, as a training run does before step 1) on the ``tiny`` preset with
-``train.compile=default`` on this machine's device:
+``train.compile=default`` (or ``--compile regional``) on this machine's device:
 
 1. ``cold_one_shape``: one bucket shape (``data.max_buckets=1``), fresh compile cache;
 2. ``cold_all_shapes``: ``--shapes`` buckets, fresh compile cache;
@@ -51,7 +52,7 @@ def _commit() -> str:
     return r.stdout.strip() + ("+changes" if dirty else "")
 
 
-def measure(data: str, shapes: int) -> dict:
+def measure(data: str, shapes: int, mode: str) -> dict:
     """One measurement in this process (the compile cache is wherever the environment says)."""
     import torch
 
@@ -61,7 +62,7 @@ def measure(data: str, shapes: int) -> dict:
     from myxtts.train.compile import cache_hits, compile_shapes
     from myxtts.train.step import compiled_graphs
 
-    cfg = load("tiny", [f"data.max_buckets={shapes}", "data.num_workers=0", "train.compile=default"])
+    cfg = load("tiny", [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
     run = build_run(cfg, data, with_batches=False)
     per_shape: list[float] = []
     compile_shapes(run, lambda k, n, s: per_shape.append(s - sum(per_shape)))
@@ -81,11 +82,11 @@ def measure(data: str, shapes: int) -> dict:
             "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
 
 
-def _child(data: str, shapes: int, cache: Path) -> dict:
+def _child(data: str, shapes: int, cache: Path, mode: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["MYXTTS_COMPILE_CACHE"] = str(cache)
     load = os.getloadavg()
-    cmd = [sys.executable, __file__, "--one", "--data", data, "--shapes", str(shapes)]
+    cmd = [sys.executable, __file__, "--one", "--data", data, "--shapes", str(shapes), "--compile", mode]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode:
@@ -100,6 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="prepared cache (default: the test fixture, prepared now)")
     ap.add_argument("--shapes", type=int, default=4, help="data.max_buckets of the all-shapes runs")
+    ap.add_argument("--compile", default="default", choices=["default", "regional"], help="train.compile")
     ap.add_argument("--measure", default="cold_one_shape,cold_all_shapes,warm_all_shapes",
                     help="comma-separated, in order: cold_one_shape, cold_all_shapes, warm_all_shapes, "
                     "warm_one_shape (a warm one follows its cold one)")
@@ -107,7 +109,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(measure(a.data, a.shapes)))
+        print(json.dumps(measure(a.data, a.shapes, a.compile)))
         return
     import torch
 
@@ -125,13 +127,13 @@ def main() -> None:
     res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": {
         "cpu": _cpu_model(), "cpus": os.cpu_count(), "gpu": None}, "torch": torch.__version__,
         "commit": _commit(), "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "preset": "tiny", "backend": "inductor", "device": "cpu"}
+        "preset": "tiny", "backend": "inductor", "device": "cpu", "compile": a.compile}
     plans = {"cold_one_shape": (1, tmp / "one"), "warm_one_shape": (1, tmp / "one"),
              "cold_all_shapes": (a.shapes, tmp / "all"), "warm_all_shapes": (a.shapes, tmp / "all")}
     for name in a.measure.split(","):
         n, cache = plans[name]
         print(f"{name}: data.max_buckets={n}, cache {cache} ...", file=sys.stderr, flush=True)
-        res[name] = _child(data, n, cache)
+        res[name] = _child(data, n, cache, a.compile)
         print(f"  {res[name]['compile_s']} s, per shape {res[name]['per_shape_s']}", file=sys.stderr, flush=True)
         if a.json:  # written after each measurement: a partial record survives an interruption
             Path(a.json).write_text(json.dumps(res, indent=2) + "\n")

@@ -131,8 +131,9 @@ class TrainConfig:
     grad_clip: float = _f(1.0, lo=0.0, help="0 disables clipping")
     grad_accum: int = _f(1, lo=1, hi=1024)
     precision: str = _f("auto", choices=["auto", "fp32", "bf16", "fp16"])
-    compile: str = _f("auto", choices=["auto", "off", "default", "max-autotune", "cudagraphs"],
-                      help="auto: inductor + CUDA graphs on a GPU (no graphs under DDP), eager on a CPU")
+    compile: str = _f("auto", choices=["auto", "off", "default", "max-autotune", "cudagraphs", "regional"],
+                      help="auto: inductor + CUDA graphs on a GPU (no graphs under DDP), eager on a CPU; "
+                           "regional: only the transformer blocks, one compile for every shape")
     compile_cache: str = _f("", help="folder for compiled kernels; empty: $MYXTTS_COMPILE_CACHE "
                                      "or ~/.cache/myxtts/compile")
     seed: int = _f(1234)

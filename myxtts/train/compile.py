@@ -1,6 +1,11 @@
 """How the training step is compiled: the ``auto`` mode, a compile cache that survives the run,
 and compiling every bucket shape before the first step.
 
+``train.compile=regional`` compiles only the repeated transformer blocks, each with dynamic batch
+size and lengths, and runs the rest of the step eagerly: one compile serves every bucket shape,
+so a run with many shapes starts about as fast as a run with one, at the price of the eager
+remainder's launches (see ``compile_blocks``).
+
 ``train.compile=auto`` (the default) means, on a CUDA GPU, inductor with CUDA graphs: an eager
 step of a small TTS model launches thousands of few-microsecond kernels and leaves the GPU
 waiting on the host; replaying the whole step as one graph removes that. Under DDP it means
@@ -33,6 +38,28 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tu
         return "default", ("auto: inductor without CUDA graphs under DDP (the gradient all-reduce "
                            "runs between the compiled pieces, outside any graph)")
     return "cudagraphs", "auto: inductor with CUDA graphs"
+
+
+def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:
+    """``train.compile=regional``: compile every transformer block of ``model`` on its own with
+    dynamic shapes (batch size and lengths are symbols, not constants), so the graphs compiled
+    for the first bucket shape serve all the others. Only the training step runs compiled: in eval
+    mode (validation, samples, generation with its KV cache growing every step) a block runs
+    eagerly, as those passes are rare and would each bring shapes of their own. A dimension of
+    size 1 (a bucket of one utterance) is specialised by PyTorch and compiles graphs of its own.
+    Returns how many blocks were compiled."""
+    from myxtts.models.layers import CrossBlock, DecoderBlock, EncoderBlock
+
+    blocks = [m for m in model.modules() if isinstance(m, (EncoderBlock, CrossBlock, DecoderBlock))]
+    for block in blocks:
+        eager = block.forward
+        compiled = torch.compile(eager, dynamic=True, **({"backend": backend} if backend else {}))
+
+        def forward(*args, block=block, _eager=eager, _compiled=compiled, **kw):
+            return (_compiled if block.training else _eager)(*args, **kw)
+
+        block.forward = forward
+    return len(blocks)
 
 
 def cache_dir(setting: str = "") -> Path:

@@ -2,8 +2,9 @@
 
 Forward and loss run as one ``torch.compile``d function, which AOTAutograd turns into a
 compiled forward and a compiled backward graph per bucket shape (``dynamic=False``: a fixed
-shape set compiles once each and never again). Clipping runs as foreach kernels and the update
-as one fused AdamW kernel per parameter group.
+shape set compiles once each and never again); ``train.compile=regional`` compiles only the
+transformer blocks, once for all shapes (``train.compile.compile_blocks``). Clipping runs as
+foreach kernels and the update as one fused AdamW kernel per parameter group.
 
 Nothing here reads a value back to the host. Losses are summed into device tensors and read only
 when the trainer logs; a non-finite loss or gradient norm sets the fused optimizer's
@@ -19,6 +20,7 @@ import torch
 
 from myxtts.config import TrainConfig
 from myxtts.errors import UserError
+from myxtts.train.compile import compile_blocks
 from myxtts.train.precision import Precision
 
 COMPILE_MODES = {"default": None, "max-autotune": "max-autotune", "cudagraphs": "reduce-overhead"}
@@ -133,7 +135,10 @@ class TrainStep(StepCounters):
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
         self.hooks: list = []   # objects with phase(name): measurement marks inside the step
         self.loss_fn = self._forward_loss
-        if cfg.compile != "off":
+        if cfg.compile == "regional":
+            _allow_many_shapes()
+            compile_blocks(core, backend)
+        elif cfg.compile != "off":
             if cfg.compile == "cudagraphs" and dev.type != "cuda":
                 raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
             _allow_many_shapes()

@@ -49,3 +49,36 @@ def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(l
     assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
     assert all(p.grad is None for p in run.model.parameters())
     assert run.optimizer.state == {} or all(not s for s in run.optimizer.state.values())
+
+
+def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_cache):
+    """train.compile=regional: the graphs compiled for the first shape serve the second (no new
+    graph), the losses equal the eager step's, and generation (eval mode) compiles nothing."""
+    from myxtts.train.batches import BucketBatches
+    from myxtts.train.step import compiled_graphs
+
+    torch._dynamo.reset()
+    # Batches of two or more in every bucket: PyTorch specialises a dimension of size 1, so a
+    # bucket of one utterance would compile graphs of its own.
+    cfg = load("tiny", FAST + ["data.frame_budget=2400", "model.dropout=0", "model.prenet_dropout=0",
+                               "model.ref_dropout=0"])  # no dropout: both steps compute the same numbers
+    eager = build_run(cfg, lj_cache, with_batches=False)
+    run = build_run(cfg, lj_cache, compile="regional", backend="aot_eager", with_batches=False)
+    assert run.step_fn.compile_mode == "regional" and len(run.shapes) == 2
+    run.model.load_state_dict(eager.model.state_dict())
+    bb = BucketBatches(run.cache, run.cfg, run.device)
+    batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.shapes))]
+    g0 = compiled_graphs()
+    run.step_fn.compile_shape(batches[0])
+    after_first = compiled_graphs() - g0
+    assert after_first > 0
+    run.step_fn.compile_shape(batches[1])
+    assert compiled_graphs() - g0 == after_first  # the second shape reused the first's graphs
+    for batch in batches:
+        got, want = run.step_fn.loss_fn(batch), eager.step_fn.loss_fn(batch)
+        torch.testing.assert_close(got["loss"], want["loss"], rtol=1e-4, atol=1e-5)
+    b = batches[0]
+    g1 = compiled_graphs()
+    mels, lens, _ = run.model.generate(b["tokens"][:1], b["token_lens"][:1], b["ref_mel"][:1],
+                                       b["ref_lens"][:1], max_steps=4)
+    assert compiled_graphs() == g1 and mels.shape[0] == 1 and torch.isfinite(mels).all()

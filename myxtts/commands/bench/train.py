@@ -8,6 +8,8 @@ same batches, in one run.
   compiled             train.compile=default (inductor), at the precision a training run uses
                        (train.precision; auto: bf16 on a GPU, fp32 on the CPU)
   compiled_cudagraphs  train.compile=cudagraphs (inductor + CUDA graphs); GPU only
+  compiled_regional    train.compile=regional (only the transformer blocks, dynamic shapes:
+                       one compile for every shape, the rest of the step eager)
 
 Every mode starts from the same initial weights (train.seed) and steps through one fixed list
 of real batches from the cache, one per bucket shape, built on the device once before any mode
@@ -60,8 +62,8 @@ from myxtts.train.precision import device_name as accelerator_name
 from myxtts.train.precision import sync
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
-MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
-COMPILED = ("compiled", "compiled_cudagraphs")
+MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs", "compiled_regional")
+COMPILED = ("compiled", "compiled_cudagraphs", "compiled_regional")
 # --quick on a CPU: a model small enough that four modes (two of them compiling) fit in minutes.
 QUICK_CPU = ["model.d_model=64", "model.n_heads=2", "model.text_layers=1", "model.decoder_layers=1",
              "model.ref_channels=32", "model.prenet_dim=32", "model.postnet_channels=32",
@@ -288,7 +290,8 @@ def run(args) -> int:
             "eager_amp": (amp, "off", None if amp else amp_reason),
             "compiled": (run_precision, "default", None),
             "compiled_cudagraphs": (run_precision, "cudagraphs",
-                                    "needs a CUDA GPU (CUDA graphs)" if cpu else None)}
+                                    "needs a CUDA GPU (CUDA graphs)" if cpu else None),
+            "compiled_regional": (run_precision, "regional", None)}
     results, flops, params = {}, None, None
     head = {"device": device_name(), "device_type": device.type, "config": config,
             "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
@@ -318,7 +321,7 @@ def run(args) -> int:
             t_start += time.perf_counter() - t0  # not part of getting to full speed
         # Eager: one pass (allocator, kernels); compiled: a second pass after the compiles, in
         # case a first call's side effects change a guard; CUDA graphs record on later calls.
-        warm_passes = {"off": 1, "default": 2, "cudagraphs": 3}[compile_mode]
+        warm_passes = {"off": 1, "default": 2, "regional": 2, "cudagraphs": 3}[compile_mode]
         results[name] = run_mode(rig, batches, frames, rows, flops, steps, warm_passes, peak_name,
                                  shapes, t_start)
         results[name].update(compile=compile_mode, build_s=build_s,

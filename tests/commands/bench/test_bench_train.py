@@ -53,8 +53,9 @@ def test_bench_train_quick_reports_every_mode_without_recompiles(bench_cache, tm
         else:
             assert m["frames_per_s"] > 0 and m["samples_per_s"] > 0 and m["step_ms"] > 0
             assert m["recompiles_after_warmup"] == 0 and math.isfinite(m["loss"])
-    for mode in ("eager_fp32", "compiled"):
+    for mode in ("eager_fp32", "compiled", "compiled_regional"):
         assert not r["train"][mode]["skipped"]
+    assert r["train"]["compiled_regional"]["compile"] == "regional"
     assert r["train"]["compiled"]["graphs_compiled_in_warmup"] >= 2  # one per bucket shape
     comp = r["train"]["compiled"]
     assert set(comp["compile_s_by_shape"]) == {"x".join(map(str, s)) for s in r["shapes"]}
