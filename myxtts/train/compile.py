@@ -51,12 +51,17 @@ def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:
     from myxtts.models.layers import CrossBlock, DecoderBlock, EncoderBlock
 
     blocks = [m for m in model.modules() if isinstance(m, (EncoderBlock, CrossBlock, DecoderBlock))]
+    # One compiled function per block class, taking the block as an argument: dynamo treats
+    # the block's weights as graph inputs, so every layer of a stack shares one graph.
+    compiled: dict[type, object] = {}
     for block in blocks:
-        eager = block.forward
-        compiled = torch.compile(eager, dynamic=True, **({"backend": backend} if backend else {}))
+        cls = type(block)
+        if cls not in compiled:
+            compiled[cls] = torch.compile(cls.forward, dynamic=True,
+                                          **({"backend": backend} if backend else {}))
 
-        def forward(*args, block=block, _eager=eager, _compiled=compiled, **kw):
-            return (_compiled if block.training else _eager)(*args, **kw)
+        def forward(*args, block=block, eager=block.forward, fn=compiled[cls], **kw):
+            return fn(block, *args, **kw) if block.training else eager(*args, **kw)
 
         block.forward = forward
     return len(blocks)
