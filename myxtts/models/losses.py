@@ -49,13 +49,6 @@ def _diagonality(attn, dist, valid, step_lens, band: float):
     return (inside / step_lens.clamp(min=1).float()).mean()
 
 
-def guided_attention_loss(attn, token_lens, mel_lens, reduction: int, sigma: float):
-    """attn (B, S, Tt) text attention rows summing to 1 → expected off-diagonal mass."""
-    step_lens = decoder_steps(mel_lens, reduction)
-    dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
-    return _guided(attn, dist, valid, step_lens, sigma)
-
-
 def attention_diagonality(attn, token_lens, mel_lens, reduction: int, band: float = 0.1):
     """attn (B, S, Tt) → 0-dim tensor: mean over the batch of the share of attention mass
     within |n/N - s/S| <= band, over valid steps. A health metric, not a loss."""
@@ -74,11 +67,6 @@ def _stop_bce(stop_logits, step_lens, pos_weight: float):
     x = stop_logits.float()
     bce = pos_weight * target * F.softplus(-x) + (1.0 - target) * F.softplus(x)
     return (bce * mask).sum() / mask.sum().clamp(min=1.0)
-
-
-def stop_loss(stop_logits, mel_lens, reduction: int, pos_weight: float):
-    """stop_logits (B, S) → masked BCE with one positive at the last valid step."""
-    return _stop_bce(stop_logits, decoder_steps(mel_lens, reduction), pos_weight)
 
 
 def _mel_l1_pair(pre, post, target, mask):
