@@ -99,8 +99,6 @@ class ModelConfig:
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")
-    frame_drop: float = _f(0.0, lo=0.0, hi=0.95, help="share of teacher-forced input frames zeroed (training)")
-    input_noise: float = _f(0.0, lo=0.0, hi=5.0, help="std of gaussian noise added to teacher-forced input frames (training)")
     postnet_channels: int = _f(256, lo=8)
     postnet_layers: int = _f(5, lo=1)
     stop_pos_weight: float = _f(8.0, lo=0.0)

@@ -139,7 +139,6 @@ class MelDecoder(nn.Module):
         self.stop_align = nn.Linear(2, 1)
         self.postnet = PostNet(n_mels, cfg.postnet_channels, cfg.postnet_layers, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.frame_drop, self.input_noise = cfg.frame_drop, cfg.input_noise
 
     def _embed(self, prev: torch.Tensor, start: int, generator=None) -> torch.Tensor:
         """prev (B, S, n_mels) normalised input frames → rows (B*S, d) with positions start..
@@ -170,10 +169,6 @@ class MelDecoder(nn.Module):
         x = normalize_mel(mel)  # (B, Tm, M)
         last = x[:, self.r - 1::self.r]  # (B, S, M): last frame of each r-group
         prev = torch.cat([torch.zeros_like(last[:, :1]), last[:, :-1]], dim=1)  # (B, S, M)
-        if self.training and self.input_noise > 0:
-            prev = prev + self.input_noise * torch.randn_like(prev)
-        if self.training and self.frame_drop > 0:
-            prev = prev * (torch.rand_like(prev[..., :1]) >= self.frame_drop).to(prev.dtype)
         b = mel.shape[0]
         h = self._embed(prev, 0)  # (B*S, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
