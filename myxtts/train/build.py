@@ -103,8 +103,10 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
         tcfg = cfg.train
     seed_everything(cfg, info.rank)
     prec = resolve(tcfg.precision, device)
-    mode, note = resolve_compile(tcfg.compile, device, info.enabled)
-    if mode != "off" and stage == "acoustic":
+    # The vocoder stage's step runs eagerly whatever train.compile says; the run's config (saved
+    # with its checkpoints) says so too.
+    mode, note = resolve_compile(tcfg.compile, device, info.enabled) if stage == "acoustic" else ("off", "")
+    if mode != "off":
         use_cache(tcfg.compile_cache)
     tcfg = dataclasses.replace(tcfg, compile=mode)
     cfg = dataclasses.replace(cfg, train=tcfg)

@@ -98,3 +98,11 @@ def test_vocoder_stage_refuses_an_acoustic_run_directory(lj_cache, tmp_path):
     with pytest.raises(UserError, match="own --out"):
         train_vocoder(cfg, lj_cache, tmp_path / "acoustic", progress=False)
     assert not (tmp_path / "acoustic" / "metrics.jsonl").exists()
+
+
+def test_vocoder_stage_runs_eagerly_and_its_config_says_so(lj_cache):
+    from myxtts.train.build import build_run
+
+    run = build_run(load("tiny", ["train.compile=default", "data.num_workers=0"]), lj_cache,
+                    stage="vocoder", with_batches=False)
+    assert run.step_fn.compile_mode == "off" and run.cfg.train.compile == "off"
