@@ -29,8 +29,10 @@ def add_parser(sub) -> None:
 
 def _cmd(args) -> int:
     cfg = run_config(args)
+    out = Path(args.out)
+    created = not out.exists()
     try:  # before the run is built: a file in the way is an input error, not a crash later
-        Path(args.out).mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         why = "a file is in the way" if isinstance(e, FileExistsError) else e.strerror
         raise UserError(f"--out {args.out}: cannot create the run folder ({why})") from None
@@ -41,7 +43,12 @@ def _cmd(args) -> int:
         from myxtts.evaluate.periodic import TrainingEval  # the optional eval extra
 
         extra["evaluate"] = TrainingEval(cfg)
-    summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, **extra)
+    try:
+        summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, **extra)
+    except BaseException:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # a run that never started leaves no empty folder behind
+        raise
     return EXIT_STOPPED if summary.get("stopped") else EXIT_OK
 
 

@@ -222,6 +222,9 @@ def test_bad_input_is_one_line_and_changes_nothing(world, tmp_path, capsys, row)
         assert word in line, (word, line)
     assert len(line) < 400, line  # an echoed text is cut, not repeated in full
     assert _snapshot(world["w"]) == before
+    if "--out" in argv and argv[argv.index("--out") + 1].startswith("{tmp}"):  # nothing left behind
+        out = _fill(argv, world, tmp_path)[argv.index("--out") + 1]
+        assert not os.path.exists(out), out
 
 
 def test_a_damaged_cache_that_looks_whole_stops_training_naming_the_shard(world, tmp_path):
