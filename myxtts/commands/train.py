@@ -5,6 +5,7 @@ signal or ``train.time_budget_s`` after writing a checkpoint: run the same comma
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -46,8 +47,9 @@ def _cmd(args) -> int:
     try:
         summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, **extra)
     except BaseException:
-        if created and not any(out.iterdir()):
-            out.rmdir()  # a run that never started leaves no empty folder behind
+        with contextlib.suppress(OSError):  # never in the way of the error being reported
+            if created and not any(out.iterdir()):
+                out.rmdir()  # a run that never started leaves no empty folder behind
         raise
     return EXIT_STOPPED if summary.get("stopped") else EXIT_OK
 

@@ -270,7 +270,7 @@ def launch_action(m: Measured) -> str:
     larger frame budget (more work per launch), or both."""
     s = m.settings
     fixes = []
-    if s.compile in ("off", "default", None) and s.world_size == 1:
+    if s.compile in ("off", "default", "regional", None) and s.world_size == 1:
         fixes.append("`train.compile=cudagraphs` (the whole step replays as one CUDA graph: one launch "
                      "instead of one per kernel; the default `train.compile=auto` does this on a CUDA GPU)")
     elif s.compile == "off":

@@ -239,8 +239,9 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
     doc.check(C, "step", "info", f"train.precision={t.precision}, train.compile={t.compile}, "
               f"grad_accum={t.grad_accum}, data.frame_budget={d.frame_budget} ({d.budget_mode})")
     if dev.type == "cpu" and t.compile != "off":
+        cost = "once for every shape, a minute or more" if t.compile == "regional" else "for every shape, minutes each"
         doc.find("low", "torch.compile on the CPU", f"train.compile={t.compile}: inductor builds C++ "
-                 "kernels for every shape, minutes each on a small CPU", "`train.compile=off`", "cpu-compile", 5)
+                 f"kernels {cost} on a small CPU", "`train.compile=off`", "cpu-compile", 5)
     if sampler is not None:
         rep = sampler.padding_report()
         doc.m.update(padding_pct=rep["mel_padding_pct"], n_shapes=len(sampler.buckets))

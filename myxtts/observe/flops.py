@@ -54,7 +54,11 @@ def count_step_flops(core: torch.nn.Module, batch: dict, precision=None, backwar
     dev = next(core.parameters()).device
     devices = [dev] if dev.type == "cuda" else []
     autocast = precision.autocast() if precision is not None else contextlib.nullcontext()
-    with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter:
+    # Regionally compiled blocks (train.compile=regional) live inside the bare model: run them
+    # eagerly here, so the counter sees every op (set_stance is torch >= 2.6).
+    stance = torch.compiler.set_stance("force_eager") if hasattr(torch.compiler, "set_stance") \
+        else contextlib.nullcontext()
+    with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter, stance:
         with autocast:
             out = core(batch)
         loss = core.losses(batch, {k: v.float() for k, v in out.items()})["loss"]

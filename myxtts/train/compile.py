@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import time
+import types
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -53,18 +55,17 @@ def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:
     blocks = [m for m in model.modules() if isinstance(m, (EncoderBlock, CrossBlock, DecoderBlock))]
     # One compiled function per block class, taking the block as an argument: dynamo treats
     # the block's weights as graph inputs, so every layer of a stack shares one graph.
-    compiled: dict[type, object] = {}
+    compiled = {cls: torch.compile(cls.forward, dynamic=True, **({"backend": backend} if backend else {}))
+                for cls in {type(b) for b in blocks}}
     for block in blocks:
-        cls = type(block)
-        if cls not in compiled:
-            compiled[cls] = torch.compile(cls.forward, dynamic=True,
-                                          **({"backend": backend} if backend else {}))
-
-        def forward(*args, block=block, eager=block.forward, fn=compiled[cls], **kw):
-            return fn(block, *args, **kw) if block.training else eager(*args, **kw)
-
-        block.forward = forward
+        # A bound method, not a closure over the block: a deep copy of the model then runs
+        # its own weights.
+        block.forward = types.MethodType(partial(_regional_forward, compiled=compiled[type(block)]), block)
     return len(blocks)
+
+
+def _regional_forward(self, *args, compiled, **kw):
+    return compiled(self, *args, **kw) if self.training else type(self).forward(self, *args, **kw)
 
 
 def cache_dir(setting: str = "") -> Path:

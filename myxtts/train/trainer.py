@@ -99,8 +99,10 @@ def _compile_up_front(run: Run, log) -> dict:
     seconds = compile_shapes(run, log.compiling)
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
+    what = ("a forward and a backward per block kind, shared by every shape" if run.step_fn.compile_mode == "regional"
+            else "a forward and a backward per shape")
     log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} of {hits + misses} "
-            f"graphs (a forward and a backward per shape) loaded, {misses} compiled anew")
+            f"graphs ({what}) loaded, {misses} compiled anew")
     return {"compile_s": seconds, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 

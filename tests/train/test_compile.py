@@ -77,9 +77,20 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
     assert 0 < after_first < n_blocks  # the layers of a stack share their graphs
     run.step_fn.compile_shape(batches[1])
     assert compiled_graphs() - g0 == after_first  # the second shape reused the first's graphs
-    for batch in batches:
+    for batch in batches:  # same loss, same gradients, every block weight among them
         got, want = run.step_fn.loss_fn(batch), eager.step_fn.loss_fn(batch)
         torch.testing.assert_close(got["loss"], want["loss"], rtol=1e-4, atol=1e-5)
+        got["loss"].backward()
+        want["loss"].backward()
+        grads = dict(eager.model.named_parameters())
+        for name, p in run.model.named_parameters():
+            if grads[name].grad is None:
+                assert p.grad is None, name
+                continue
+            torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-3, atol=1e-6, msg=name)
+        assert run.model.decoder.blocks[0].ff.fc1.weight.grad.abs().sum() > 0
+        run.model.zero_grad(set_to_none=True)
+        eager.model.zero_grad(set_to_none=True)
     b = batches[0]
     g1 = compiled_graphs()
     mels, lens, _ = run.model.generate(b["tokens"][:1], b["token_lens"][:1], b["ref_mel"][:1],

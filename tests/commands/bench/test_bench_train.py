@@ -15,7 +15,7 @@ from myxtts.data.prepare import prepare
 from myxtts.errors import UserError
 from tests.train.conftest import FAST, LJ
 
-MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs")
+MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs", "compiled_regional")
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_bench_train_modes_selects_and_writes_each_mode_when_it_finishes(bench_c
     r = json.loads(js.read_text())
     assert r["modes_selected"] == ["eager_fp32"] and r["modes_pending"] == []
     assert not r["train"]["eager_fp32"]["skipped"]
-    for mode in ("eager_amp", "compiled", "compiled_cudagraphs"):
+    for mode in ("eager_amp", "compiled", "compiled_cudagraphs", "compiled_regional"):
         assert r["train"][mode]["skipped"] and "--modes" in r["train"][mode]["reason"]
 
 
