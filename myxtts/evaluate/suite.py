@@ -29,7 +29,8 @@ def default_data(checkpoint: str | Path) -> Path:
 
 
 def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
-                        device: str | None = None, asr_model=None, seed: int = 0, log=print) -> dict:
+                        device: str | None = None, asr_model=None, seed: int = 0, log=print,
+                        split: str = "val") -> dict:
     """Synthesize, score and report; → the summary written to ``out/eval.json``."""
     require()  # before loading anything: a missing extra is the first thing to say
     from myxtts.infer import Synthesizer
@@ -43,13 +44,14 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
             "in the model" for k in MEL_KEYS if getattr(cache.audio_cfg, k) != getattr(synth.cfg.audio, k)]
     if diff:
         raise UserError(f"{data} holds other mel features than the model was trained on: " + "; ".join(diff))
-    sentences = plan(cache, limit)
-    log(f"evaluating {len(sentences)} held-out sentence(s) of {data} with {synth.meta['path']}")
+    sentences = plan(cache, limit, split)
+    which = "held-out" if split == "val" else "training"
+    log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
     result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences,
                       lambda mel: synth.vocode([mel])[0], listener, seed=seed, log=log)
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
-            "vocoder": str(vocoder) if vocoder else "griffin-lim",
+            "split": split, "vocoder": str(vocoder) if vocoder else "griffin-lim",
             "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",
             "device": str(synth.device), "seed": seed,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

@@ -89,3 +89,6 @@ def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
     assert all(s.ref == 0 for s in sentences)  # anna's training utterance, not the sentence itself
     assert all(s.other == 2 for s in sentences)  # ben's
     assert plan(_Cache(), limit=1)[0].id == "a2"
+    trained = plan(_Cache(), split="train")  # what the model heard, each with another reference
+    assert [s.id for s in trained] == ["a1", "b1"]
+    assert trained[0].ref != 0 and trained[0].other == 2 and trained[1].other == 0
