@@ -96,6 +96,9 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
+    decoder: str = _f("autoregressive", choices=["autoregressive", "duration"],
+                      help="autoregressive: XTTS's mel decoder, each step fed its previous frames; "
+                      "duration: every frame at once from aligned text and learned token durations")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")

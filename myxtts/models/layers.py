@@ -191,7 +191,9 @@ class DecoderBlock(nn.Module):
     """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
     the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
     memory's keys and values come projected (``kv_proj``): the decoder projects them for all
-    its layers in one matmul."""
+    its layers in one matmul. With ``self_bias`` (a key-padding bias over the rows' own
+    sequence) the self-attention is bidirectional instead: the duration decoder's frames see
+    each other both ways."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -201,8 +203,10 @@ class DecoderBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
-    def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0):
-        a, _ = self.self_attn(self.norm1(x), b, causal=True, cache=cache, pos=pos)
+    def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0,
+                self_bias=None):
+        a, _ = self.self_attn(self.norm1(x), b, bias=self_bias, causal=self_bias is None,
+                              cache=cache, pos=pos)
         x = x + F.dropout(a, self.dropout, self.training)
         c, w = self.cross_attn(self.norm2(x), b, bias=mem_bias, kv_proj=kv_proj,
                                need_weights=need_weights)

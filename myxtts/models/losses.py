@@ -10,6 +10,8 @@ boolean indexing, no host syncs, so the whole thing compiles into the training s
   text attention: penalty W[s, n] = 1 - exp(-(n/N - s/S)^2 / (2 sigma^2)), summed over text
   positions and averaged over valid decoder steps, i.e. "attention mass off the diagonal"
   in [0, 1].
+- ``duration`` (duration decoder): MSE between predicted and aligned log(1 + frames) per token.
+- ``align`` (duration decoder): the aligner's forward-sum (CTC) loss, see models.aligner.
 - ``attention_diagonality``: share of attention mass within ``band`` of the diagonal, averaged
   over valid steps and the batch: ~2*band for uniform attention, → 1 for a clean alignment.
 """
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from myxtts.config import ModelConfig
+from myxtts.models.aligner import forward_sum_loss
 from myxtts.models.layers import length_mask
 
 
@@ -97,3 +100,20 @@ def xtts_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
                       + cfg.guided_attn_weight * losses["guided_attn"])
     losses["attn_diag"] = _diagonality(attn.detach(), dist, valid, step_lens, 0.1)
     return losses
+
+
+def duration_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
+    """The duration decoder's losses, all 0-dim tensors: ``loss`` = mel_l1 + postnet_l1 +
+    duration + align; ``attn_diag`` is the hard alignment's diagonality, a detached metric."""
+    mel, mel_lens, token_lens, attn = batch["mel"], batch["mel_lens"], batch["token_lens"], out["attn"]
+    frame_mask = length_mask(mel_lens, mel.shape[1]).float()  # (B, Tm)
+    token_mask = length_mask(token_lens, out["dur"].shape[1]).float()  # (B, Tt)
+    mel_l1, postnet_l1 = _mel_l1_pair(out["mel_pre"], out["mel_post"], mel, frame_mask).unbind(0)
+    err = (out["log_dur"].float() - torch.log1p(out["dur"].float())).pow(2)  # (B, Tt)
+    duration = (err * token_mask).sum() / token_mask.sum().clamp(min=1.0)
+    align = forward_sum_loss(out["align_logp"], token_lens, mel_lens)
+    step_lens = decoder_steps(mel_lens, cfg.reduction)
+    dist, valid = _relative_distance(token_lens, step_lens, attn.shape[1], attn.shape[2])
+    return {"mel_l1": mel_l1, "postnet_l1": postnet_l1, "duration": duration, "align": align,
+            "loss": mel_l1 + postnet_l1 + duration + align,
+            "attn_diag": _diagonality(attn.detach(), dist, valid, step_lens, 0.1)}

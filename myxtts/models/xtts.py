@@ -1,9 +1,11 @@
-"""The XTTS-style acoustic model: text encoder + reference encoder + autoregressive mel decoder.
+"""The XTTS-style acoustic model: text encoder + reference encoder + mel decoder.
 
     tokens (B, Tt) ──TextEncoder──▶ text memory (B, Tt, d) ─┐
     ref_mel (B, Tr, M) ──ReferenceEncoder──▶ latents (B, K, d) ┴─▶ memory (B, Tt+K, d)
     mel (B, Tm, M) ──MelDecoder(teacher forcing, cross-attends memory)──▶ mel_pre/mel_post,
                                                                           stop_logits, attn
+                 or DurationDecoder(aligned text, ``model.decoder=duration``)──▶ mel_pre/
+                                                          mel_post, log_dur, dur, attn
 
 Single-device plain PyTorch: no distributed imports, no torch.compile, no autocast in here; the
 trainer applies those from outside. ``forward`` and ``losses`` are free of host syncs and of
@@ -21,8 +23,9 @@ from torch import nn
 
 from myxtts.audio import LOG_FLOOR
 from myxtts.config import ModelConfig
+from myxtts.models.duration_decoder import DurationDecoder
 from myxtts.models.layers import Attention, FeedForward, length_mask
-from myxtts.models.losses import attention_diagonality, xtts_losses
+from myxtts.models.losses import attention_diagonality, duration_losses, xtts_losses
 from myxtts.models.mel_decoder import MelDecoder, alignment_features, denormalize_mel, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
@@ -41,7 +44,8 @@ class XTTS(nn.Module):
         self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
         self.text_encoder = TextEncoder(cfg, n_vocab)
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)
-        self.decoder = MelDecoder(cfg, n_mels)
+        self.decoder = (DurationDecoder(cfg, n_mels) if cfg.decoder == "duration"
+                        else MelDecoder(cfg, n_mels))
         n_layers = cfg.text_layers + cfg.decoder_layers
         self.apply(lambda m: self._init_weights(m, n_layers))
 
@@ -89,7 +93,10 @@ class XTTS(nn.Module):
                             tokens.shape[1])
 
     def losses(self, batch: dict, out: dict) -> dict:
-        """0-dim tensors: loss (total), mel_l1, postnet_l1, stop_bce, guided_attn, attn_diag."""
+        """0-dim tensors: loss (total), mel_l1, postnet_l1, attn_diag, and stop_bce,
+        guided_attn (autoregressive) or duration, align (duration decoder)."""
+        if self.cfg.decoder == "duration":
+            return duration_losses(self.cfg, batch, out)
         return xtts_losses(self.cfg, batch, out)
 
     def diagonality(self, batch: dict, out: dict, band: float = 0.1) -> torch.Tensor:
@@ -119,6 +126,12 @@ class XTTS(nn.Module):
     def _generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps, threshold, generator):
         b, n_text, r, dec = tokens.shape[0], tokens.shape[1], self.cfg.reduction, self.decoder
         memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)
+        if isinstance(dec, DurationDecoder):
+            post, lens, attn = dec.generate(memory, mask, n_text, max_steps * r)
+            frame_mask = length_mask(lens, post.shape[1])  # (B, T)
+            mels = torch.where(frame_mask[..., None], denormalize_mel(post),
+                               torch.full_like(post, LOG_SILENCE))
+            return mels, lens, attn
         kv = dec.project_memory(memory)
         caches = dec.new_caches(b, max_steps, memory.device, memory.dtype)
         prev = memory.new_zeros(b, 1, self.n_mels)  # the "go" frame, (B, 1, M)

@@ -1,0 +1,122 @@
+"""Non-autoregressive mel decoder driven by token durations (FastSpeech 2 / FastPitch style):
+
+    text memory (B, Tt, d) ──× alignment (B, Tm, Tt)──▶ one text vector per frame (B, Tm, d)
+      + frame positions ──transformer (bidirectional self-attention over the frames,
+                          cross-attention to the conditioning latents)──▶ mel (B, Tm, M)
+      ──conv post-net──▶ mel_post
+
+In training the alignment is the aligner's hard path for the true mel (models.aligner), learned
+together with the rest; in synthesis it comes from the duration predictor. Every frame is
+predicted from the text and the voice alone, never from the model's own earlier frames, so the
+errors of one frame cannot snowball into the next (the autoregressive decoder's exposure bias),
+and there is no stop token: the length is the sum of the durations.
+
+The returned ``attn`` is the alignment at the autoregressive decoder's step rate (every r-th
+frame, (B, Tm/r, Tt)), so the alignment metric, plots and reports read the same for both.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from myxtts.config import ModelConfig
+from myxtts.models.aligner import Aligner, durations_to_alignment, hard_alignment
+from myxtts.models.layers import DecoderBlock, attention_bias, compute_dtype, length_mask, norm, sinusoidal_positions
+from myxtts.models.mel_decoder import PostNet, denormalize_mel, normalize_mel
+
+
+class DurationPredictor(nn.Module):
+    """Text (+ voice) vectors (B, Tt, d) → log(1 + frames) per token (B, Tt): two convolutions
+    with LayerNorm, ReLU and dropout, then a projection (FastSpeech 2)."""
+
+    def __init__(self, d: int, channels: int, dropout: float):
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv1d(d, channels, 3, padding=1),
+                                    nn.Conv1d(channels, channels, 3, padding=1)])
+        self.norms = nn.ModuleList([nn.LayerNorm(channels), nn.LayerNorm(channels)])
+        self.out = nn.Linear(channels, 1)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        m = mask[:, :, None].to(x.dtype)  # (B, Tt, 1)
+        for conv, ln in zip(self.convs, self.norms):
+            x = conv((x * m).transpose(1, 2)).transpose(1, 2)  # (B, Tt, C)
+            x = F.dropout(F.relu(ln(x)), self.dropout, self.training)
+        return self.out(x * m).squeeze(-1) * mask  # (B, Tt)
+
+
+class DurationDecoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_mels: int):
+        super().__init__()
+        d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
+        self.aligner = Aligner(d, n_mels)
+        self.duration = DurationPredictor(d, cfg.postnet_channels, cfg.dropout)
+        self.alpha = nn.Parameter(torch.ones(1))
+        self.blocks = nn.ModuleList(
+            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
+            for _ in range(cfg.decoder_layers))
+        # Every layer's cross-attention keys and values of the latents, in one matmul.
+        self.memory_kv = nn.Linear(d, cfg.decoder_layers * 2 * d)
+        self.norm = norm(d)
+        self.mel_out = nn.Linear(d, n_mels)
+        self.postnet = PostNet(n_mels, cfg.postnet_channels, cfg.postnet_layers, cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def log_durations(self, text, latents, token_mask):
+        """Predicted log(1 + frames) (B, Tt). The predictor sees detached inputs (Glow-TTS): its
+        error should not reshape the text encoding the mel and the aligner depend on."""
+        voice = latents.mean(dim=1, keepdim=True)  # (B, 1, d)
+        return self.duration((text + voice).detach(), token_mask)
+
+    def _decode(self, align, text, latents, frame_lens):
+        """align (B, Tm, Tt) 0/1, text (B, Tt, d), latents (B, K, d) → normalised mel_pre,
+        mel_post (B, Tm, M)."""
+        b, tm, _ = align.shape
+        x = align.to(text.dtype) @ text  # (B, Tm, d): each frame's token vector
+        pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
+        x = self.dropout(x + self.alpha * pos.to(x.dtype)).reshape(b * tm, self.d)
+        frame_mask = length_mask(frame_lens, tm)  # (B, Tm)
+        self_bias = attention_bias(frame_mask, compute_dtype(x))  # (B, 1, 1, Tm)
+        kv = self.project_latents(latents)
+        for i, block in enumerate(self.blocks):
+            x, _ = block(x, b, kv[i], self_bias=self_bias)  # (B*Tm, d)
+        pre = self.mel_out(self.norm(x)).view(b, tm, self.n_mels)
+        return pre, pre + self.postnet(pre, frame_mask)
+
+    def project_latents(self, latents):
+        """latents (B, K, d) → every layer's cross-attention (keys, values), (B, H, K, dh)."""
+        b, k, d = latents.shape
+        a = self.blocks[0].cross_attn
+        kv = self.memory_kv(latents.reshape(b * k, d))  # (B*K, L*2*d)
+        kv = kv.view(b, k, len(self.blocks), 2, a.h, a.dh).permute(2, 3, 0, 4, 1, 5)
+        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]  # L x (keys, values)
+
+    def forward(self, mel, memory, mem_mask, mel_lens, token_lens, n_text: int) -> dict:
+        """Training pass. mel (B, Tm, M) raw log-mel; memory (B, Tt+K, d) = [text ; latents] →
+        mel_pre/mel_post (B, Tm, M) raw log-mel, log_dur (B, Tt) predicted, dur (B, Tt) the
+        aligner's frames per token, align_logp (B, Tm, Tt) the soft alignment, attn
+        (B, Tm/r, Tt) the hard one at the step rate."""
+        text, latents = memory[:, :n_text], memory[:, n_text:]  # (B, Tt, d), (B, K, d)
+        token_mask = mem_mask[:, :n_text]
+        logp = self.aligner(text, normalize_mel(mel), token_lens, mel_lens)  # (B, Tm, Tt)
+        align = hard_alignment(logp, token_lens, mel_lens)  # (B, Tm, Tt), no gradient
+        pre, post = self._decode(align, text, latents, mel_lens)
+        return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
+                "log_dur": self.log_durations(text, latents, token_mask),
+                "dur": align.sum(dim=1), "align_logp": logp,
+                "attn": align[:, self.r - 1::self.r]}
+
+    @torch.no_grad()
+    def generate(self, memory, mem_mask, n_text: int, max_frames: int):
+        """memory (B, Tt+K, d) → normalised mel_post (B, T, M) with T a multiple of r, frame
+        lengths (B,) capped at ``max_frames``, alignment at the step rate (B, T/r, Tt)."""
+        text, latents = memory[:, :n_text], memory[:, n_text:]
+        token_mask = mem_mask[:, :n_text]
+        frames = torch.expm1(self.log_durations(text, latents, token_mask)).round()
+        dur = frames.clamp(min=1).long() * token_mask  # (B, Tt): every token spoken
+        lens = dur.sum(dim=1).clamp(max=max_frames)  # (B,)
+        n = -(-int(lens.max()) // self.r) * self.r  # one host sync per batch
+        align = durations_to_alignment(dur, n)  # (B, T, Tt)
+        _, post = self._decode(align, text, latents, lens)
+        return post, lens, align[:, self.r - 1::self.r]

@@ -1,0 +1,104 @@
+"""The duration decoder (``model.decoder=duration``): shapes, the masking contract, generation
+lengths from the predicted durations, and on real speech, that it learns a monotonic alignment,
+the durations and the mel together."""
+import torch
+
+from myxtts.models.xtts import XTTS
+
+from .conftest import SILENCE, lj_batch, random_batch, tiny
+
+
+def _model(*extra):
+    cfg = tiny("model.decoder=duration", "model.dropout=0", "model.ref_dropout=0", *extra)
+    torch.manual_seed(0)
+    return XTTS(cfg.model, 40, 80).eval(), cfg
+
+
+def test_forward_shapes_and_alignment():
+    model, cfg = _model()
+    batch = random_batch()
+    out = model(batch)
+    b, tm, tt, r = 3, 64, 23, cfg.model.reduction
+    assert out["mel_pre"].shape == out["mel_post"].shape == (b, tm, 80)
+    assert out["log_dur"].shape == out["dur"].shape == (b, tt)
+    assert out["attn"].shape == (b, tm // r, tt)
+    # The aligner's durations cover each clip exactly, every real token at least once.
+    assert out["dur"].sum(dim=1).tolist() == batch["mel_lens"].float().tolist()
+    for i, n in enumerate(batch["token_lens"].tolist()):
+        assert (out["dur"][i, :n] >= 1).all() and (out["dur"][i, n:] == 0).all()
+
+
+def test_padding_does_not_change_valid_outputs():
+    model, _ = _model()
+    tight = random_batch()
+    loose = random_batch(tt=23 + 7, tm=64 + 16, tr=48 + 10)  # same data, more padding
+    with torch.no_grad():
+        a, b = model(tight), model(loose)
+    for i, (n_tok, n_mel) in enumerate(zip(tight["token_lens"].tolist(), tight["mel_lens"].tolist())):
+        assert torch.equal(a["dur"][i, :n_tok], b["dur"][i, :n_tok])
+        for k in ("mel_pre", "mel_post"):
+            torch.testing.assert_close(a[k][i, :n_mel], b[k][i, :n_mel], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a["log_dur"][i, :n_tok], b["log_dur"][i, :n_tok],
+                                   atol=1e-5, rtol=1e-5)
+    la, lb = model.losses(tight, a), model.losses(loose, b)
+    for k in ("mel_l1", "postnet_l1", "duration", "align", "attn_diag"):
+        torch.testing.assert_close(la[k], lb[k], atol=1e-5, rtol=1e-5)
+
+
+def test_losses_are_finite_and_reach_every_parameter():
+    model, _ = _model()
+    model.train()
+    batch = random_batch()
+    losses = model.losses(batch, model(batch))
+    for k in ("loss", "mel_l1", "postnet_l1", "duration", "align", "attn_diag"):
+        assert losses[k].dim() == 0 and torch.isfinite(losses[k]), k
+    losses["loss"].backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    assert not missing, missing
+
+
+def test_generate_length_is_the_sum_of_the_durations():
+    model, cfg = _model()
+    batch = random_batch()
+    args = (batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"])
+    mels, lens, attn = model.generate(*args)
+    r = cfg.model.reduction
+    assert mels.shape[1] % r == 0 and mels.shape[1] == -(-int(lens.max()) // r) * r
+    assert attn.shape == (3, mels.shape[1] // r, 23)
+    for i, n in enumerate(lens.tolist()):
+        assert n >= int(batch["token_lens"][i])  # at least a frame per token
+        assert torch.all(mels[i, n:] == SILENCE) and torch.all(mels[i, :n] > SILENCE - 1e-3)
+    assert torch.equal(mels, model.generate(*args)[0])  # no sampling anywhere
+    capped = model.generate(*args, max_steps=5)[1]
+    assert bool((capped <= 5 * r).all())
+
+
+def test_tiny_duration_model_learns_real_speech():
+    """Four LJSpeech clips, 150 steps of AdamW: the mel loss halves, the aligner's hard path is
+    diagonal, and the predicted durations give each sentence about its true length."""
+    cfg = tiny("model.decoder=duration")
+    batch, vocab = lj_batch(cfg, ["LJ001-0002", "LJ001-0008", "LJ001-0004", "LJ001-0006"],
+                            pad_multiple=cfg.data.pad_multiple)
+    torch.manual_seed(0)
+    model = XTTS(cfg.model, len(vocab), cfg.audio.n_mels)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30))
+    history = []
+    for _ in range(150):
+        losses = model.losses(batch, model(batch))
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        history.append({k: float(v.detach()) for k, v in losses.items()})
+    first, last = history[0], history[-1]
+    assert last["mel_l1"] < 0.5 * first["mel_l1"], (first, last)
+    assert last["align"] < first["align"] and last["duration"] < 0.5 * first["duration"]
+    assert last["attn_diag"] > 0.6, last
+
+    mels, lens, _ = model.generate(batch["tokens"], batch["token_lens"], batch["ref_mel"],
+                                   batch["ref_lens"])
+    ratio = lens.float() / batch["mel_lens"].float()
+    assert bool(((ratio > 0.75) & (ratio < 1.33)).all()), (lens, batch["mel_lens"])
+    assert torch.isfinite(mels).all()
