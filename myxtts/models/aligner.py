@@ -14,7 +14,8 @@ The prior is a beta-binomial distribution centred on the diagonal: it makes the 
 converge in a few hundred steps instead of thousands, and fades in influence as the learned
 distances sharpen. The search runs on the host in numpy: a loop over frames, each a vector
 operation over the batch and the text (a few milliseconds per batch), and is not
-differentiated.
+differentiated. On a GPU that costs one device-to-host copy of the soft alignment per step, a
+sync the autoregressive decoder does not have; a compiled step breaks its graph around it.
 """
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def forward_sum_loss(logp, token_lens, mel_lens) -> torch.Tensor:
                       zero_infinity=True)
 
 
+@torch.compiler.disable  # host code: a compiled step calls it between two graphs
 @torch.no_grad()
 def hard_alignment(logp, token_lens, mel_lens) -> torch.Tensor:
     """Monotonic alignment search: logp (B, Tm, Tt) → the most probable path as a 0/1 matrix

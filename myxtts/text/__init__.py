@@ -182,10 +182,17 @@ def _phonemizer(language: str):
     """espeak-ng through phonemizer, or a clear error saying what to install."""
     try:
         from phonemizer.backend import EspeakBackend
+        from phonemizer.backend.espeak.wrapper import EspeakWrapper
     except ImportError:
         raise PhonemizerMissing("text.mode=phonemes needs the phonemizer package: "
                                 "pip install 'myxtts[phonemes]'") from None
-    if shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
+    try:  # the espeak-ng library and data shipped in a wheel, so no system package is needed
+        import espeakng_loader
+        EspeakWrapper.set_library(espeakng_loader.get_library_path())
+        EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
+    except ImportError:
+        espeakng_loader = None
+    if espeakng_loader is None and shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
         raise PhonemizerMissing("text.mode=phonemes needs espeak-ng: apt-get install espeak-ng "
                                 "(or brew install espeak-ng)")
     backend = EspeakBackend(language, preserve_punctuation=True, with_stress=True)

@@ -53,6 +53,31 @@ def test_compiled_training_step_matches_eager():
         torch.testing.assert_close(gc, ge, atol=1e-4, rtol=1e-3, msg=name)
 
 
+def test_duration_decoder_compiles_around_its_host_alignment_search():
+    """The duration decoder's alignment search runs on the host: a compiled step breaks its
+    graph there, once, and still matches eager (outputs, losses, gradients)."""
+    cfg = tiny("model.decoder=duration", "model.dropout=0", "model.ref_dropout=0")
+    torch.manual_seed(0)
+    model = XTTS(cfg.model, 40, 80).train()
+    batch = random_batch()
+    explained = torch._dynamo.explain(_forward_loss(model))(batch)
+    assert explained.graph_break_count == 1, explained.break_reasons
+    compiled = torch.compile(_forward_loss(model), backend="aot_eager", dynamic=False)
+    results = []
+    for fn in (compiled, _forward_loss(model)):
+        out, losses = fn(batch)
+        losses["loss"].backward()
+        results.append((out, losses, [p.grad.clone() for p in model.parameters()]))
+        model.zero_grad(set_to_none=True)
+    (out_c, loss_c, grad_c), (out_e, loss_e, grad_e) = results
+    for k in ("mel_post", "dur", "log_dur"):
+        torch.testing.assert_close(out_c[k], out_e[k], atol=1e-4, rtol=1e-4, msg=k)
+    for k in loss_e:
+        torch.testing.assert_close(loss_c[k], loss_e[k], atol=1e-4, rtol=1e-4, msg=k)
+    for (name, _), gc, ge in zip(model.named_parameters(), grad_c, grad_e):
+        torch.testing.assert_close(gc, ge, atol=1e-4, rtol=1e-3, msg=name)
+
+
 @pytest.mark.skipif(not os.environ.get("MYXTTS_TEST_INDUCTOR"),
                     reason="inductor on a CPU compiles for minutes; MYXTTS_TEST_INDUCTOR=1 runs it")
 def test_inductor_forward_and_loss_match_eager():
