@@ -1,7 +1,8 @@
 """`myxtts demo`: the whole job on the bundled demo corpus, end to end, on any machine.
 
-prepare → train briefly (the tiny preset on a CPU, small on a GPU) → synthesize a sentence in
-a held-out voice → print where the time went. Everything lands in one output folder.
+prepare → train briefly (the tiny preset with the duration decoder on phonemes on a CPU, the
+small preset on a GPU) → synthesize a sentence in a held-out voice → print where the time went.
+Everything lands in one output folder.
 """
 from __future__ import annotations
 
@@ -16,19 +17,38 @@ from myxtts.commands.common import add_command
 from myxtts.commands.prepare import print_report
 from myxtts.config import load
 from myxtts.data.prepare import prepare
+from myxtts.text import phonemes_missing
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
+
+
+def model_settings(gpu: bool) -> list[str]:
+    """The demo's model settings on top of its preset. On a CPU: the duration decoder, fed
+    phonemes when espeak-ng is available; of the settings measured on the demo corpus, the one
+    that learns to say new sentences within minutes (benchmarks/results/
+    2026-11-24-duration-cpu.md). On a GPU: the preset's autoregressive decoder, the one whose
+    compiled GPU step has been measured."""
+    if gpu:
+        return []
+    settings = ["model.decoder=duration"]
+    missing = phonemes_missing()
+    if missing:
+        print(f"note: training on characters, which the model reads far less well: {missing}")
+    else:
+        settings.append("text.mode=phonemes")
+    return settings
 
 
 def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     timings = {}
     gpu = torch.cuda.is_available()
     preset = "small" if gpu else "tiny"
+    settings = model_settings(gpu)
 
     t = time.perf_counter()
     cache = out / "cache"
-    cfg = load(preset)
+    cfg = load(preset, settings)
     report = prepare(DEMO_CORPUS, cache, cfg, workers=os.cpu_count() or 1)
     print_report(report, cache)
     timings["prepare"] = time.perf_counter() - t
@@ -38,7 +58,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
 
     t = time.perf_counter()
     run = out / "run"
-    overrides = [f"train.max_steps={steps or cfg.train.max_steps}"]
+    overrides = [*settings, f"train.max_steps={steps or cfg.train.max_steps}"]
     if steps is None:
         overrides.append(f"train.time_budget_s={minutes * 60}")
     cfg = load(preset, overrides)

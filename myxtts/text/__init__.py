@@ -178,6 +178,15 @@ def _substitute(raw: str, known) -> tuple[list[str], dict, list[str]]:
     return list(text), read_as, sorted(set(missing))
 
 
+def phonemes_missing(language: str = "en-us") -> str | None:
+    """Why ``text.mode=phonemes`` cannot run on this machine (what to install), or None."""
+    try:
+        _phonemizer(language)
+    except PhonemizerMissing as e:
+        return str(e)
+    return None
+
+
 def _phonemizer(language: str):
     """espeak-ng through phonemizer, or a clear error saying what to install."""
     try:

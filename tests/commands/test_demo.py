@@ -16,3 +16,14 @@ def test_describe_gives_figures_and_warns_on_silent_or_cut_audio():
     text = describe(silent, cap=500)
     assert "WARNING: the wav is silent" in text and "did not stop on its own" in text
     assert "cut at model.max_decoder_steps=500" in text
+
+
+def test_cpu_demo_trains_the_duration_decoder_on_phonemes_when_it_can(monkeypatch, capsys):
+    from myxtts.commands import demo
+
+    assert demo.model_settings(gpu=True) == []
+    monkeypatch.setattr(demo, "phonemes_missing", lambda: None)
+    assert demo.model_settings(gpu=False) == ["model.decoder=duration", "text.mode=phonemes"]
+    monkeypatch.setattr(demo, "phonemes_missing", lambda: "needs espeak-ng: pip install X")
+    assert demo.model_settings(gpu=False) == ["model.decoder=duration"]
+    assert "training on characters" in capsys.readouterr().out

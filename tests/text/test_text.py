@@ -93,3 +93,17 @@ def test_lenient_encode_warns_naming_the_character_and_keeps_the_sentence():
     with pytest.raises(UnknownCharacterError, match="'ж'") as err:
         tp.encode(long, warn=notes.append)
     assert long not in str(err.value) and len(str(err.value).split(" in ", 1)[1]) <= 82
+
+
+def test_phoneme_mode_reads_espeak_ng_from_its_wheel():
+    from myxtts.text import phonemes_missing
+
+    missing = phonemes_missing()
+    if missing:
+        pytest.skip(missing)
+    tp = TextProcessor(TextConfig(mode="phonemes"))
+    syms, unknown = tp.symbols("The cat sat on 2 mats.")
+    said = "".join(syms)
+    # IPA, numbers spelled out before phonemisation, punctuation kept as pauses.
+    assert "æ" in said and "t" in said and said.endswith(".") and not unknown
+    assert "2" not in said and len(said.split()) == 6, said
