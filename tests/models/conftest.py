@@ -70,6 +70,23 @@ def lj_batch(cfg: Config, ids: list[str], pad_multiple: int = 16):
     return batch, vocab
 
 
+def fit(model, batch: dict, steps: int, lr: float = 2e-3, warmup: int = 30) -> list[dict]:
+    """Plain AdamW with linear warm-up and gradient clipping on one batch, ``steps`` times.
+    → the losses of every step, as floats."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+    history = []
+    for _ in range(steps):
+        losses = model.losses(batch, model(batch))
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        history.append({k: float(v.detach()) for k, v in losses.items()})
+    return history
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     # One intra-op thread: these matrices are too small to gain much from two, and on a busy

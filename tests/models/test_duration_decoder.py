@@ -5,7 +5,7 @@ import torch
 
 from myxtts.models.xtts import XTTS
 
-from .conftest import SILENCE, lj_batch, random_batch, tiny
+from .conftest import SILENCE, fit, lj_batch, random_batch, tiny
 
 
 def _model(*extra):
@@ -81,17 +81,7 @@ def test_tiny_duration_model_learns_real_speech():
                             pad_multiple=cfg.data.pad_multiple)
     torch.manual_seed(0)
     model = XTTS(cfg.model, len(vocab), cfg.audio.n_mels)
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30))
-    history = []
-    for _ in range(150):
-        losses = model.losses(batch, model(batch))
-        opt.zero_grad(set_to_none=True)
-        losses["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        history.append({k: float(v.detach()) for k, v in losses.items()})
+    history = fit(model, batch, 150)
     first, last = history[0], history[-1]
     assert last["mel_l1"] < 0.5 * first["mel_l1"], (first, last)
     assert last["align"] < first["align"] and last["duration"] < 0.5 * first["duration"]

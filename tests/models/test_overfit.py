@@ -9,7 +9,7 @@ import torch
 from myxtts.models.losses import attention_diagonality
 from myxtts.models.xtts import XTTS
 
-from .conftest import lj_batch, tiny
+from .conftest import fit, lj_batch, tiny
 
 CLIPS = ["LJ001-0002", "LJ001-0008", "LJ001-0004", "LJ001-0006"]  # 1.7-5.6 s
 # 200 steps: the alignment and losses get there by ~120; free-running stop lengths land within
@@ -22,17 +22,7 @@ def test_tiny_model_overfits_real_speech_and_learns_to_align():
     batch, vocab = lj_batch(cfg, CLIPS, pad_multiple=cfg.data.pad_multiple)
     torch.manual_seed(0)
     model = XTTS(cfg.model, len(vocab), cfg.audio.n_mels)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / WARMUP))
-    history = []
-    for _ in range(STEPS):
-        losses = model.losses(batch, model(batch))
-        opt.zero_grad(set_to_none=True)
-        losses["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        history.append({k: float(v.detach()) for k, v in losses.items()})
+    history = fit(model, batch, STEPS, LR, WARMUP)
 
     first, last = history[0], history[-1]
     assert last["mel_l1"] < 0.5 * first["mel_l1"], (first, last)
