@@ -33,7 +33,7 @@ _NUMBER_SIGN = re.compile(r"(?:\b[Nn]o\.|#)\s?(?=\d)")  # "No. 5" and "#5"; a se
 
 _CURRENCY_SCALED = re.compile(r"([$\u00a3\u20ac])\s?(\d+(?:\.\d+)?)\s(thousand|million|billion|"
                               r"trillion)\b", re.IGNORECASE)
-_CURRENCY = re.compile(r"([$\u00a3\u20ac])\s?(\d[\d,]*)(?:\.(\d{1,2}))?")
+_CURRENCY = re.compile(r"([$\u00a3\u20ac])\s?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?")  # "$3," keeps its comma
 _AM_PM = r"(?:\s?\b([ap])\.?\s?m\b\.?)?"
 _TIME = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)(?![:\d])" + _AM_PM, re.IGNORECASE)
 _HOUR_AM_PM = re.compile(r"\b(1[0-2]|0?[1-9])\s?([ap])\.?\s?m\b\.?", re.IGNORECASE)

@@ -12,6 +12,7 @@ DEMO_METADATA = Path(__file__).parents[2] / "data" / "demo" / "metadata.csv"
 
 @pytest.mark.parametrize("raw, expected", [
     ("Dr. Smith paid $5.50.", "doctor smith paid five dollars and fifty cents."),
+    ("It cost $3, then $1,250.", "it cost three dollars, then one thousand two hundred fifty dollars."),
     ("On the 21st of May, 1990.", "on the twenty first of may, nineteen ninety."),
     ("It rose 12% to 1,234.", "it rose twelve percent to one thousand two hundred thirty four."),
     ("\u201cQuoted\u201d \u2014 text\u2026", '"quoted" - text...'),
