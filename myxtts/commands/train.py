@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, EXIT_STOPPED, add_command, add_config, add_data, add_overrides, load_config
-from myxtts.config import Config, load
+from myxtts.config import Config, load, parse_override
+from myxtts.data.cache import with_cache_settings
 from myxtts.errors import UserError
 from myxtts.observe.runlog import RunLog
 from myxtts.train.trainer import train, train_vocoder
@@ -55,8 +56,15 @@ def _cmd(args) -> int:
 
 
 def run_config(args) -> Config:
-    """A resumed run keeps its saved config; overrides given now still apply on top."""
+    """A resumed run keeps its saved config; overrides given now still apply on top. A new run
+    takes the audio and text settings its cache was prepared with, except those given on the
+    command line."""
     saved = Path(args.out) / "config.yaml"
     if saved.is_file() and args.config is None:
         return load(saved, args.overrides)
-    return load_config(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides)
+    pinned = {".".join(parse_override(o)[0]) for o in args.overrides}
+    cfg, taken = with_cache_settings(cfg, args.data, pinned)
+    if taken:
+        print(f"using the settings {args.data} was prepared with: {' '.join(taken)}")
+    return cfg

@@ -15,6 +15,7 @@ decoding, no DSP, just indexing.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -98,6 +99,31 @@ def settings_diff(have: dict, want: dict) -> list[str]:
             if old != value:
                 out.append(f"{section}.{key}: cache has {old!r}, requested {value!r}")
     return out
+
+
+def with_cache_settings(cfg: Config, path: str | Path, pinned: set[str]) -> tuple[Config, list[str]]:
+    """``cfg`` with the content settings (:func:`settings_of`) that the cache at ``path`` was
+    prepared with, except the ``section.key`` names in ``pinned``; and each change, as
+    ``section.key=value``. A model must read its cache's features and tokens, so a setting the
+    user did not pin is taken from the cache rather than refused. A pinned one that differs is
+    still refused when the cache opens, and so is a missing or broken cache."""
+    try:
+        have = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return cfg, []
+    sections = {name: dict(vars(getattr(cfg, name))) for name in settings_of(cfg)}
+    changed = []
+    for line in settings_diff(have, settings_of(cfg)):
+        name = line.split(":", 1)[0]
+        section, key = name.split(".")
+        if name in pinned or key not in have.get(section, {}):
+            continue
+        sections[section][key] = have[section][key]
+        changed.append(f"{name}={have[section][key]}")
+    if not changed:
+        return cfg, []
+    replaced = {name: dataclasses.replace(getattr(cfg, name), **values) for name, values in sections.items()}
+    return dataclasses.replace(cfg, **replaced), changed
 
 
 class Cache:

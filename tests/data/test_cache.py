@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from myxtts.config import load
-from myxtts.data.cache import Cache, verify
+from myxtts.data.cache import Cache, verify, with_cache_settings
 from myxtts.data.prepare import prepare
 from myxtts.errors import UserError
 
@@ -42,3 +42,20 @@ def test_verify_tells_an_unfinished_cache_from_no_cache(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="not a prepared cache"):
         verify(tmp_path / "empty")
+
+
+def test_a_new_run_takes_the_cache_settings_it_was_not_given(tmp_path):
+    cache = tmp_path / "c"
+    prepare(LJ, cache, load(None, ["text.lowercase=false", "audio.fmax=7600"]), progress=False)
+    cfg, taken = with_cache_settings(load("tiny"), cache, pinned=set())
+    assert sorted(taken) == ["audio.fmax=7600.0", "text.lowercase=False"]
+    assert cfg.text.lowercase is False and cfg.audio.fmax == 7600 and cfg.model == load("tiny").model
+    Cache(cache, expect=cfg)  # opens: nothing left to refuse
+
+    # A setting the user gave stays theirs, and the cache still refuses it, naming it.
+    cfg, taken = with_cache_settings(load("tiny", ["text.lowercase=true"]), cache, {"text.lowercase"})
+    assert taken == ["audio.fmax=7600.0"] and cfg.text.lowercase is True
+    with pytest.raises(UserError, match="text.lowercase: cache has False, requested True"):
+        Cache(cache, expect=cfg)
+    # No cache there: nothing taken, the error comes where the cache is opened.
+    assert with_cache_settings(load("tiny"), tmp_path / "nothing", set()) == (load("tiny"), [])
