@@ -47,8 +47,11 @@ import soxr
 
 SEED = 20240611
 SAMPLE_RATE = 22050
-UTTS_PER_SPEAKER = 40
-VAL_PER_SPEAKER = 2
+UTTS_PER_SPEAKER = 100
+VAL_PER_SPEAKER = 4
+# Sentences are dealt to the speakers in blocks of BLOCK, so raising UTTS_PER_SPEAKER adds
+# clips without changing any existing one (the repository keeps its old audio as is).
+BLOCK = 40
 PEAK = 0.5  # peak-normalise to about -6 dBFS (quieter = smaller FLAC)
 TRIM_DB = 40.0  # frames quieter than peak - TRIM_DB are "silence" at the edges
 TRIM_PAD_S = 0.08  # silence kept at each end after trimming
@@ -551,11 +554,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(wav_dir)
     wav_dir.mkdir(parents=True)
 
-    sentences = make_sentences(UTTS_PER_SPEAKER * len(VOICES))
+    n_blocks = -(-UTTS_PER_SPEAKER // BLOCK)
+    sentences = make_sentences(n_blocks * BLOCK * len(VOICES))
     jobs, rows, val_ids = [], [], []
     for s, voice in enumerate(VOICES):
         for i in range(UTTS_PER_SPEAKER):
-            raw, norm = sentences[s * UTTS_PER_SPEAKER + i]
+            block, j = divmod(i, BLOCK)
+            raw, norm = sentences[(block * len(VOICES) + s) * BLOCK + j]
             utt_id = f"{voice.speaker}-{i + 1:04d}"
             rows.append(f"{utt_id}|{raw}|{norm}|{voice.speaker}")
             jobs.append((utt_id, voice, norm, str(wav_dir / f"{utt_id}.flac")))

@@ -1,7 +1,7 @@
 """`myxtts demo`: the whole job on the bundled demo corpus, end to end, on any machine.
 
 prepare → train briefly (the tiny preset with the duration decoder on phonemes on a CPU, the
-small preset on a GPU) → synthesize a sentence in a held-out voice → print where the time went.
+small preset on a GPU) → synthesize in a voice cloned from a held-out clip → print where the time went.
 Everything lands in one output folder.
 """
 from __future__ import annotations
@@ -70,7 +70,9 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     from myxtts.infer import Synthesizer
 
     t = time.perf_counter()
-    reference = next(iter(sorted((DEMO_CORPUS / "wavs").glob("spk5-0040.*"))))
+    held_out = (DEMO_CORPUS / "val.txt").read_text(encoding="utf-8").split()
+    voice = next(i for i in held_out if i.startswith("spk5-"))
+    reference = next(iter(sorted((DEMO_CORPUS / "wavs").glob(f"{voice}.*"))))
     synth = Synthesizer(run)
     wav_path = out / "demo.wav"
     result = synth.synthesize_to_file([SENTENCE], wav_path, reference=reference)[0]
