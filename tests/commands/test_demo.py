@@ -27,3 +27,11 @@ def test_cpu_demo_trains_the_duration_decoder_on_phonemes_when_it_can(monkeypatc
     monkeypatch.setattr(demo, "phonemes_missing", lambda: "needs espeak-ng: pip install X")
     assert demo.model_settings(gpu=False) == ["model.decoder=duration"]
     assert "training on characters" in capsys.readouterr().out
+
+
+def test_a_longer_demo_is_not_cut_short_by_the_preset_step_cap():
+    from myxtts.commands.demo import step_cap
+
+    assert step_cap(2000, 3) == 2000  # the default demo: the preset's own cap
+    assert step_cap(2000, 1) == 2000
+    assert step_cap(2000, 60) == 40000  # an hour: 20x the steps, so the hour is what ends it
