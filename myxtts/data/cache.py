@@ -111,19 +111,14 @@ def with_cache_settings(cfg: Config, path: str | Path, pinned: set[str]) -> tupl
         have = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))["settings"]
     except (OSError, ValueError, KeyError, TypeError):
         return cfg, []
-    sections = {name: dict(vars(getattr(cfg, name))) for name in settings_of(cfg)}
-    changed = []
-    for line in settings_diff(have, settings_of(cfg)):
-        name = line.split(":", 1)[0]
-        section, key = name.split(".")
-        if name in pinned or key not in have.get(section, {}):
-            continue
-        sections[section][key] = have[section][key]
-        changed.append(f"{name}={have[section][key]}")
-    if not changed:
+    changes = {section: {key: have[section][key] for key, value in values.items()
+                         if f"{section}.{key}" not in pinned and have.get(section, {}).get(key, value) != value}
+               for section, values in settings_of(cfg).items()}
+    taken = [f"{section}.{key}={value}" for section, kv in changes.items() for key, value in kv.items()]
+    if not taken:
         return cfg, []
-    replaced = {name: dataclasses.replace(getattr(cfg, name), **values) for name, values in sections.items()}
-    return dataclasses.replace(cfg, **replaced), changed
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **kv)
+                                       for section, kv in changes.items() if kv}), taken
 
 
 class Cache:

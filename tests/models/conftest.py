@@ -11,6 +11,7 @@ import torch
 
 from myxtts import audio
 from myxtts.config import Config, load
+from myxtts.models.xtts import XTTS
 from myxtts.text import TextProcessor, Vocabulary
 
 LJ = Path(__file__).resolve().parents[1] / "fixtures" / "ljspeech"
@@ -19,6 +20,14 @@ SILENCE = math.log(audio.LOG_FLOOR)
 
 def tiny(*overrides: str) -> Config:
     return load("tiny", list(overrides))
+
+
+def still_model(*overrides: str):
+    """The tiny XTTS, seeded, in eval mode and with no dropout anywhere, so that two passes are
+    comparable. → (model, config); ``overrides`` come after the dropout settings."""
+    cfg = tiny("model.prenet_dropout=0", "model.dropout=0", "model.ref_dropout=0", *overrides)
+    torch.manual_seed(0)
+    return XTTS(cfg.model, 40, 80).eval(), cfg
 
 
 def random_batch(n_vocab=40, n_mels=80, token_lens=(23, 17, 9), mel_lens=(64, 50, 31),

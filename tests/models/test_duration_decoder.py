@@ -5,13 +5,11 @@ import torch
 
 from myxtts.models.xtts import XTTS
 
-from .conftest import SILENCE, fit, lj_batch, random_batch, tiny
+from .conftest import SILENCE, fit, lj_batch, random_batch, still_model, tiny
 
 
-def _model(*extra):
-    cfg = tiny("model.decoder=duration", "model.dropout=0", "model.ref_dropout=0", *extra)
-    torch.manual_seed(0)
-    return XTTS(cfg.model, 40, 80).eval(), cfg
+def _model():
+    return still_model("model.decoder=duration")
 
 
 def test_forward_shapes_and_alignment():

@@ -4,21 +4,12 @@ import torch
 
 from myxtts.models.layers import length_mask
 from myxtts.models.mel_decoder import normalize_mel
-from myxtts.models.xtts import XTTS
 
-from .conftest import SILENCE, random_batch, tiny
-
-
-def _model(**extra):
-    # No dropout anywhere, so two passes are comparable.
-    cfg = tiny("model.prenet_dropout=0", "model.dropout=0", "model.ref_dropout=0",
-               *[f"model.{k}={v}" for k, v in extra.items()])
-    torch.manual_seed(0)
-    return XTTS(cfg.model, 40, 80).eval(), cfg
+from .conftest import SILENCE, random_batch, still_model
 
 
 def test_forward_shapes():
-    model, cfg = _model()
+    model, cfg = still_model()
     batch = random_batch()
     out = model(batch)
     b, tm, tt, r = 3, 64, 23, cfg.model.reduction
@@ -32,7 +23,7 @@ def test_forward_shapes():
 
 
 def test_padding_does_not_change_valid_outputs():
-    model, cfg = _model()
+    model, cfg = still_model()
     tight = random_batch()
     loose = random_batch(tt=23 + 7, tm=64 + 16, tr=48 + 10)  # same data, more padding
     loose["tokens"][:, 23:] = 0
@@ -52,7 +43,7 @@ def test_padding_does_not_change_valid_outputs():
 
 
 def test_reference_padding_and_neutral_voice():
-    model, _ = _model()
+    model, _ = still_model()
     batch = random_batch()
     enc = model.ref_encoder
     ref = normalize_mel(batch["ref_mel"])
@@ -69,7 +60,7 @@ def test_reference_padding_and_neutral_voice():
 
 
 def test_losses_are_zero_dim_and_finite():
-    model, _ = _model()
+    model, _ = still_model()
     model.train()
     batch = random_batch()
     losses = model.losses(batch, model(batch))
@@ -83,7 +74,7 @@ def test_losses_are_zero_dim_and_finite():
 def test_kv_cached_steps_match_teacher_forcing():
     """Feeding the true previous frames step by step through the cache gives the same frames,
     stop logits and alignment as the parallel teacher-forced pass."""
-    model, cfg = _model()
+    model, cfg = still_model()
     batch = random_batch()
     r, dec = cfg.model.reduction, model.decoder
     with torch.no_grad():
@@ -106,7 +97,7 @@ def test_kv_cached_steps_match_teacher_forcing():
 
 
 def test_generate_shapes_determinism_and_silence_after_stop():
-    model, _ = _model(prenet_dropout=0.5)
+    model, _ = still_model("model.prenet_dropout=0.5")
     batch = random_batch()
     args = (batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"])
 
@@ -129,7 +120,7 @@ def test_generate_shapes_determinism_and_silence_after_stop():
 
 
 def test_generate_restores_training_mode():
-    model, _ = _model()
+    model, _ = still_model()
     model.train()
     batch = random_batch()
     model.generate(batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"], max_steps=2)
