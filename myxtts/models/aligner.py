@@ -12,19 +12,18 @@ et al. 2022, "One TTS Alignment to Rule Them All"; as in RAD-TTS and FastPitch):
 
 The prior is a beta-binomial distribution centred on the diagonal: it makes the alignment
 converge in a few hundred steps instead of thousands, and fades in influence as the learned
-distances sharpen. The search runs on the host in numpy: a loop over frames, each a vector
-operation over the batch and the text (a few milliseconds per batch), and is not
-differentiated. On a GPU that costs one device-to-host copy of the soft alignment per step, a
-sync the autoregressive decoder does not have; a compiled step breaks its graph around it.
+distances sharpen. The search and the CTC loss are custom ops (models.monotonic): on a GPU each
+is one Triton kernel that reads nothing back to the host, and a compiled step holds both in
+one graph.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from myxtts.models.layers import length_mask
+from myxtts.models.monotonic import ctc_forward_sum, monotonic_path
 
 TEMPERATURE = 5e-4  # RAD-TTS's scale for the squared distances
 BLANK_LOGPROB = -1.0  # the CTC blank: a constant, so it never competes with a real token
@@ -86,47 +85,17 @@ def log_beta_binomial_prior(token_lens, mel_lens, n_text: int, n_frames: int) ->
 def forward_sum_loss(logp, token_lens, mel_lens) -> torch.Tensor:
     """0-dim: CTC loss of the soft alignment (B, Tm, Tt) with target tokens 1..N in order,
     averaged per token and over the batch. A blank class is added at index 0 with a constant
-    log-probability, then each frame's row is renormalised."""
-    b, _, n_text = logp.shape
+    log-probability, then each frame's row is renormalised. Utterances no path fits (fewer
+    frames than tokens) count 0, as ATen's ``zero_infinity``."""
     x = F.pad(logp, (1, 0), value=BLANK_LOGPROB)  # (B, Tm, 1 + Tt); padded tokens ~ -inf
-    x = torch.log_softmax(x, dim=-1).transpose(0, 1)  # (Tm, B, 1 + Tt)
-    targets = torch.arange(1, n_text + 1, device=logp.device).expand(b, n_text)
-    return F.ctc_loss(x, targets, mel_lens, token_lens, blank=0, reduction="mean",
-                      zero_infinity=True)
+    nll, _ = ctc_forward_sum(torch.log_softmax(x, dim=-1), token_lens, mel_lens)  # (B,)
+    return (nll / token_lens.clamp(min=1)).mean()
 
 
-@torch.compiler.disable  # host code: a compiled step calls it between two graphs
-@torch.no_grad()
 def hard_alignment(logp, token_lens, mel_lens) -> torch.Tensor:
     """Monotonic alignment search: logp (B, Tm, Tt) → the most probable path as a 0/1 matrix
-    (B, Tm, Tt), same device and dtype float32. Each valid frame takes exactly one token; the
-    tokens are visited in order, from the first at frame 0 to the last at the final frame, each
-    for at least one frame (when the clip has at least as many frames as the text has tokens)."""
-    lp = logp.detach().float().cpu().numpy()
-    n_lens, t_lens = token_lens.cpu().numpy(), mel_lens.cpu().numpy()
-    path = _search(lp, n_lens, t_lens)
-    return torch.from_numpy(path).to(logp.device)
-
-
-def _search(lp: np.ndarray, n_lens: np.ndarray, t_lens: np.ndarray) -> np.ndarray:
-    b, tm, tt = lp.shape
-    score = np.full((b, tt), -np.inf)  # best log-prob of a path ending at (t, n)
-    score[:, 0] = lp[:, 0, 0]
-    advanced = np.zeros((b, tm, tt), dtype=bool)  # the best path into (t, n) came from n - 1
-    pad = np.full((b, 1), -np.inf)
-    for t in range(1, tm):
-        prev = np.concatenate([pad, score[:, :-1]], axis=1)  # (B, Tt) score at (t-1, n-1)
-        advanced[:, t] = prev > score
-        score = np.maximum(prev, score) + lp[:, t]
-    path = np.zeros((b, tm, tt), dtype=np.float32)
-    rows = np.arange(b)
-    n = np.maximum(n_lens - 1, 0)
-    for t in range(tm - 1, -1, -1):
-        live = t < t_lens
-        path[rows[live], t, n[live]] = 1.0
-        step = live & advanced[rows, t, n] & (n > 0)
-        n = n - step
-    return path
+    (B, Tm, Tt) float32 on logp's device, without a gradient (see models.monotonic)."""
+    return monotonic_path(logp.detach(), token_lens, mel_lens)
 
 
 def durations_to_alignment(durations: torch.Tensor, n_frames: int) -> torch.Tensor:
