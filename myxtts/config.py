@@ -49,7 +49,9 @@ class AudioConfig:
 
 @dataclass
 class TextConfig:
-    mode: str = _f("characters", choices=["characters", "phonemes"])
+    mode: str = _f("phonemes", choices=["characters", "phonemes"],
+                   help="phonemes (espeak-ng, the phonemes extra) is what the duration decoder "
+                   "learned to say new sentences from; characters needs nothing installed")
     language: str = _f("en-us", help="espeak-ng language for phoneme mode")
     lowercase: bool = _f(True)
     expand_numbers: bool = _f(True, help="spell out numbers, ordinals, currency, abbreviations")
@@ -96,9 +98,10 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
-    decoder: str = _f("autoregressive", choices=["autoregressive", "duration"],
-                      help="autoregressive: XTTS's mel decoder, each step fed its previous frames; "
-                      "duration: every frame at once from aligned text and learned token durations")
+    decoder: str = _f("duration", choices=["autoregressive", "duration"],
+                      help="duration: every frame at once from aligned text and learned token "
+                      "durations (the one that says new sentences); autoregressive: XTTS's mel "
+                      "decoder, each step fed its previous frames")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")

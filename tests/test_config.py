@@ -53,3 +53,13 @@ def test_frame_budget_is_auto_by_default_or_a_number(tmp_path):
     assert fixed.frame_budget == 2000 and fixed.fixed_budget == 2000
     cfg.save(tmp_path / "c.yaml")
     assert C.load(tmp_path / "c.yaml").data.frame_budget == "auto"
+
+
+def test_every_preset_defaults_to_the_decoder_that_speaks_on_phonemes():
+    from pathlib import Path
+
+    presets = sorted(p.stem for p in (Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    assert {"tiny", "small", "base", "xtts"} <= set(presets)
+    for name in [None, *presets]:
+        cfg = C.load(name, [])
+        assert (cfg.model.decoder, cfg.text.mode) == ("duration", "phonemes"), name

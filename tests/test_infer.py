@@ -26,7 +26,10 @@ FEMALE_16K = FIXTURES / "reference_voices" / "arctic_a0009_slt_female.wav"
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run directory holding an (untrained) tiny model; decoding is capped at 20 steps."""
-    cfg = load("tiny", ["model.max_decoder_steps=20"])
+    # The autoregressive decoder on characters: the stop token, the cap and the
+    # letter-by-letter stand-ins are what these tests read.
+    cfg = load("tiny", ["model.max_decoder_steps=20", "model.decoder=autoregressive",
+                        "text.mode=characters"])
     tp = TextProcessor(cfg.text)
     vocab = Vocabulary.build(Counter(tp.symbols("The quick brown fox jumps over the lazy dog, "
                                                 "and she sells sea shells. Yes!?")[0]))

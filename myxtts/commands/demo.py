@@ -1,7 +1,8 @@
 """`myxtts demo`: the whole job on the bundled demo corpus, end to end, on any machine.
 
-prepare → train briefly (the tiny preset with the duration decoder on phonemes on a CPU, the
-small preset on a GPU) → synthesize in a voice cloned from a held-out clip → print where the time went.
+prepare → train briefly (the tiny preset on a CPU, the small preset on a GPU; both the duration
+decoder on phonemes) → synthesize in a voice cloned from a held-out clip → print where the time
+went.
 Everything lands in one output folder.
 """
 from __future__ import annotations
@@ -24,21 +25,15 @@ DEFAULT_MINUTES = 3.0
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
 
 
-def model_settings(gpu: bool) -> list[str]:
-    """The demo's model settings on top of its preset. On a CPU: the duration decoder, fed
-    phonemes when espeak-ng is available; of the settings measured on the demo corpus, the one
-    that learns to say new sentences within minutes (benchmarks/results/
-    2026-11-24-duration-cpu.md). On a GPU: the preset's autoregressive decoder, the one whose
-    compiled GPU step has been measured."""
-    if gpu:
-        return []
-    settings = ["model.decoder=duration"]
+def text_settings() -> list[str]:
+    """The demo keeps the presets' model (the duration decoder on phonemes) on every device. It
+    falls back to characters, saying so, where espeak-ng is missing (an install without the
+    phonemes extra): the model reads them far less well, but the demo still runs."""
     missing = phonemes_missing()
     if missing:
         print(f"note: training on characters, which the model reads far less well: {missing}")
-    else:
-        settings.append("text.mode=phonemes")
-    return settings
+        return ["text.mode=characters"]
+    return []
 
 
 def step_cap(preset_steps: int, minutes: float) -> int:
@@ -50,9 +45,8 @@ def step_cap(preset_steps: int, minutes: float) -> int:
 
 def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     timings = {}
-    gpu = torch.cuda.is_available()
-    preset = "small" if gpu else "tiny"
-    settings = model_settings(gpu)
+    preset = "small" if torch.cuda.is_available() else "tiny"
+    settings = text_settings()
 
     t = time.perf_counter()
     cache = out / "cache"

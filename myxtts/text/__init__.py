@@ -107,14 +107,22 @@ class TextProcessor:
     def normalize(self, text: str) -> str:
         return normalize(text, lowercase=self.cfg.lowercase, expand_numbers=self.cfg.expand_numbers)
 
-    def _raw_symbols(self, text: str) -> str:
+    def _raw_symbols(self, text: str, unknown: list[str] | None = None) -> str:
+        """Normalised text, or its phonemes. Before phonemizing, symbols that are neither
+        letters nor known punctuation are dropped (into ``unknown`` when given): espeak-ng
+        would read an emoji or a sign out by its name ("grinning face")."""
         norm = self.normalize(text)
-        return self._phonemize(norm) if self._phonemize is not None else norm
+        if self._phonemize is None:
+            return norm
+        words = []
+        for ch in norm:
+            (words if _allowed(ch) else unknown if unknown is not None else []).append(ch)
+        return self._phonemize("".join(words))
 
     def symbols(self, text: str) -> tuple[list[str], list[str]]:
         """Return (kept symbols, unknown symbols dropped) for one raw sentence."""
         kept, unknown = [], []
-        for ch in self._raw_symbols(text):
+        for ch in self._raw_symbols(text, unknown):
             (kept if _allowed(ch) else unknown).append(ch)
         # Dropping a symbol can leave doubled or edge spaces behind.
         return list(" ".join("".join(kept).split())), unknown
@@ -193,8 +201,9 @@ def _phonemizer(language: str):
         from phonemizer.backend import EspeakBackend
         from phonemizer.backend.espeak.wrapper import EspeakWrapper
     except ImportError:
-        raise PhonemizerMissing("text.mode=phonemes needs the phonemizer package: "
-                                "pip install 'myxtts[phonemes]'") from None
+        raise PhonemizerMissing("text.mode=phonemes (the default) needs espeak-ng: "
+                                "pip install 'myxtts[phonemes]' (GPL-3.0), or set "
+                                "text.mode=characters") from None
     try:  # the espeak-ng library and data shipped in a wheel, so no system package is needed
         import espeakng_loader
         EspeakWrapper.set_library(espeakng_loader.get_library_path())
@@ -202,7 +211,9 @@ def _phonemizer(language: str):
     except ImportError:
         espeakng_loader = None
     if espeakng_loader is None and shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
-        raise PhonemizerMissing("text.mode=phonemes needs espeak-ng: apt-get install espeak-ng "
-                                "(or brew install espeak-ng)")
+        raise PhonemizerMissing("text.mode=phonemes (the default) needs espeak-ng: "
+                                "pip install 'myxtts[phonemes]' (GPL-3.0) or apt-get install "
+                                "espeak-ng, or set text.mode=characters")
     backend = EspeakBackend(language, preserve_punctuation=True, with_stress=True)
-    return lambda text: backend.phonemize([text], strip=True)[0]
+    # phonemizer returns no line at all for an empty one
+    return lambda text: backend.phonemize([text], strip=True)[0] if text.strip() else ""

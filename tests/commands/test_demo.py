@@ -18,14 +18,13 @@ def test_describe_gives_figures_and_warns_on_silent_or_cut_audio():
     assert "cut at model.max_decoder_steps=500" in text
 
 
-def test_cpu_demo_trains_the_duration_decoder_on_phonemes_when_it_can(monkeypatch, capsys):
+def test_demo_trains_the_presets_model_and_falls_back_to_characters_without_espeak(monkeypatch, capsys):
     from myxtts.commands import demo
 
-    assert demo.model_settings(gpu=True) == []
     monkeypatch.setattr(demo, "phonemes_missing", lambda: None)
-    assert demo.model_settings(gpu=False) == ["model.decoder=duration", "text.mode=phonemes"]
+    assert demo.text_settings() == []  # the preset's duration decoder on phonemes, any device
     monkeypatch.setattr(demo, "phonemes_missing", lambda: "needs espeak-ng: pip install X")
-    assert demo.model_settings(gpu=False) == ["model.decoder=duration"]
+    assert demo.text_settings() == ["text.mode=characters"]
     assert "training on characters" in capsys.readouterr().out
 
 

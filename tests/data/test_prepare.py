@@ -31,7 +31,8 @@ def test_real_ljspeech_clips_prepare_unchanged(tmp_path):
         np.testing.assert_allclose(cache.mel(i).astype(np.float32), direct, atol=1e-2, rtol=1e-3)
         assert cache.n_samples[i] == cache.n_frames[i] * cfg.audio.hop_length
         np.testing.assert_array_equal(cache.wav(i), np.round(wav * 32767).astype(np.int16))
-    assert cache.vocab.symbols[cache.tokens(1)[0]] == "i"  # "in being comparatively modern."
+    # "in being comparatively modern.", phonemized (the default text.mode)
+    assert cache.vocab.symbols[cache.tokens(1)[0]] == "ɪ"
     assert abs(report["audio_hours"] * 3600 - cache.seconds()) < 1e-2
 
 

@@ -62,7 +62,7 @@ def test_vocabulary_is_stable_and_reserved_ids():
 
 
 def test_encode_appends_eos_and_reports_unknown():
-    tp = TextProcessor(TextConfig())
+    tp = TextProcessor(TextConfig(mode="characters"))
     syms, unknown = tp.symbols("Hi 🎉 there")
     assert "".join(syms) == "hi there" and unknown == ["🎉"]
     tp.vocab = Vocabulary.build(Counter(syms))
@@ -83,7 +83,7 @@ def test_nearest_known_symbol():
 
 
 def test_lenient_encode_warns_naming_the_character_and_keeps_the_sentence():
-    tp = TextProcessor(TextConfig(), Vocabulary.build(Counter("abcdefghijklmnopqrstuvwxyz ,.")))
+    tp = TextProcessor(TextConfig(mode="characters"), Vocabulary.build(Counter("abcdefghijklmnopqrstuvwxyz ,.")))
     notes = []
     ids = tp.encode("Café (naïve): yes!", warn=notes.append)
     assert "".join(tp.vocab.symbols[i] for i in ids[:-1]) == "cafe, naive, yes."

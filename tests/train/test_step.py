@@ -1,5 +1,7 @@
 import math
 
+import numpy as np
+import pytest
 import torch
 
 from myxtts.config import load
@@ -88,13 +90,15 @@ def test_compiled_step_matches_eager_and_never_recompiles_after_warmup(monkeypat
     assert abs(results["off"] - results["default"]) < 1e-4 * abs(results["off"])
 
 
-def test_a_training_step_reads_nothing_back_from_the_device():
+@pytest.mark.parametrize("decoder", ["duration", "autoregressive"])
+def test_a_training_step_reads_nothing_back_from_the_device(decoder):
     """Forward, losses, backward, clipping, AdamW and the schedule dispatch no op that hands a
-    device value to the host (on a GPU each would stall the host until the device drains),
-    and the non-finite check between logging steps reads its counter without one either."""
+    device value to the host and copy nothing to it (on a GPU each would stall the host until
+    the device drains), and the non-finite check between logging steps reads its counter
+    without one either."""
     from myxtts.observe.ops import SYNC_OPS, count_step_ops
 
-    _, _, step = _setup("train.compile=off", "train.grad_clip=1.0")
+    _, _, step = _setup("train.compile=off", "train.grad_clip=1.0", f"model.decoder={decoder}")
     step([_batch()])  # the optimizer allocates its state on the first step
     ops = count_step_ops(step, _batch())
     assert ops.total > 100 and "aten.addmm" in ops.counts  # it counted a real step
@@ -107,6 +111,25 @@ def test_a_training_step_reads_nothing_back_from_the_device():
     step.request_skipped_run()
     assert step.skipped_run_if_ready() == 1  # a CPU copy is ready at once
     assert step.skipped_run_if_ready() is None  # one request, one answer
+
+
+def test_the_step_counter_catches_a_copy_to_the_host_inside_a_step(monkeypatch):
+    """The check above can fail: the same step with the alignment search done the old way, on
+    the host (``.cpu().numpy()`` and back), is caught, and so are the other ways to copy."""
+    from myxtts.models import duration_decoder
+    from myxtts.models.monotonic import search
+    from myxtts.observe.ops import count_step_ops
+
+    def on_the_host(logp, token_lens, mel_lens):
+        lp = logp.detach().float().cpu().numpy()
+        path = search(lp, token_lens.cpu().numpy(), np.array(mel_lens.to("cpu").tolist()))
+        return torch.from_numpy(path).to(logp.device)
+
+    _, _, step = _setup("train.compile=off", "model.decoder=duration")
+    step([_batch()])
+    monkeypatch.setattr(duration_decoder, "hard_alignment", on_the_host)
+    ops = count_step_ops(step, _batch())
+    assert ops.syncs == {"Tensor.cpu": 2, "Tensor.numpy": 2, "Tensor.to": 1, "Tensor.tolist": 1}
 
 
 def test_op_counter_sees_a_host_read():
