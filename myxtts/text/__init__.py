@@ -107,22 +107,21 @@ class TextProcessor:
     def normalize(self, text: str) -> str:
         return normalize(text, lowercase=self.cfg.lowercase, expand_numbers=self.cfg.expand_numbers)
 
-    def _raw_symbols(self, text: str, unknown: list[str] | None = None) -> str:
-        """Normalised text, or its phonemes. Before phonemizing, symbols that are neither
-        letters nor known punctuation are dropped (into ``unknown`` when given): espeak-ng
-        would read an emoji or a sign out by its name ("grinning face")."""
+    def _raw_symbols(self, text: str) -> tuple[str, list[str]]:
+        """(normalised text or its phonemes, symbols dropped before phonemizing). Symbols that
+        are neither letters nor known punctuation never reach espeak-ng, which would read an
+        emoji or a sign out by its name ("grinning face")."""
         norm = self.normalize(text)
         if self._phonemize is None:
-            return norm
-        words = []
-        for ch in norm:
-            (words if _allowed(ch) else unknown if unknown is not None else []).append(ch)
-        return self._phonemize("".join(words))
+            return norm, []
+        return (self._phonemize("".join(ch for ch in norm if _allowed(ch))),
+                [ch for ch in norm if not _allowed(ch)])
 
     def symbols(self, text: str) -> tuple[list[str], list[str]]:
         """Return (kept symbols, unknown symbols dropped) for one raw sentence."""
-        kept, unknown = [], []
-        for ch in self._raw_symbols(text, unknown):
+        raw, unknown = self._raw_symbols(text)
+        kept = []
+        for ch in raw:
             (kept if _allowed(ch) else unknown).append(ch)
         # Dropping a symbol can leave doubled or edge spaces behind.
         return list(" ".join("".join(kept).split())), unknown
@@ -142,7 +141,7 @@ class TextProcessor:
             missing = sorted(set(unknown) | {s for s in syms if s not in known})
             read_as = {}
         else:
-            syms, read_as, missing = _substitute(self._raw_symbols(text), known)
+            syms, read_as, missing = _substitute(self._raw_symbols(text)[0], known)
         if missing:
             raise UnknownCharacterError(
                 f"text contains characters this model was not trained on: "
