@@ -11,8 +11,11 @@ predicted from the text and the voice alone, never from the model's own earlier 
 errors of one frame cannot snowball into the next (the autoregressive decoder's exposure bias),
 and there is no stop token: the length is the sum of the durations.
 
-The returned ``attn`` is the alignment at the autoregressive decoder's step rate (every r-th
-frame, (B, Tm/r, Tt)), so the alignment metric, plots and reports read the same for both.
+It implements the decoder protocol of models.xtts, as the autoregressive decoder does:
+``forward`` (the aligner's path), ``losses`` (models.losses.duration_losses) and ``generate``
+(the predicted durations). The returned ``attn`` is the alignment at the autoregressive
+decoder's step rate (every r-th frame, (B, Tm/r, Tt)), so the alignment metric, plots and
+reports read the same for both.
 """
 from __future__ import annotations
 
@@ -22,8 +25,17 @@ from torch import nn
 
 from myxtts.config import ModelConfig
 from myxtts.models.aligner import Aligner, durations_to_alignment, hard_alignment
-from myxtts.models.layers import DecoderBlock, attention_bias, compute_dtype, length_mask, norm, sinusoidal_positions
-from myxtts.models.mel_decoder import PostNet, denormalize_mel, normalize_mel
+from myxtts.models.layers import (
+    DecoderBlock,
+    MemoryKV,
+    attention_bias,
+    compute_dtype,
+    length_mask,
+    norm,
+    sinusoidal_positions,
+)
+from myxtts.models.losses import duration_losses
+from myxtts.models.mel_decoder import PostNet, denormalize_mel, generated_mel, normalize_mel
 
 
 class DurationPredictor(nn.Module):
@@ -49,6 +61,7 @@ class DurationPredictor(nn.Module):
 class DurationDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig, n_mels: int):
         super().__init__()
+        self.cfg = cfg  # the loss settings
         d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
         self.aligner = Aligner(d, n_mels)
         self.duration = DurationPredictor(d, cfg.postnet_channels, cfg.dropout)
@@ -56,8 +69,7 @@ class DurationDecoder(nn.Module):
         self.blocks = nn.ModuleList(
             DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
             for _ in range(cfg.decoder_layers))
-        # Every layer's cross-attention keys and values of the latents, in one matmul.
-        self.memory_kv = nn.Linear(d, cfg.decoder_layers * 2 * d)
+        self.memory_kv = MemoryKV(d, cfg.decoder_layers, cfg.n_heads)  # of the latents only
         self.norm = norm(d)
         self.mel_out = nn.Linear(d, n_mels)
         self.postnet = PostNet(n_mels, cfg.postnet_channels, cfg.postnet_layers, cfg.dropout)
@@ -78,21 +90,14 @@ class DurationDecoder(nn.Module):
         x = self.dropout(x + self.alpha * pos.to(x.dtype)).reshape(b * tm, self.d)
         frame_mask = length_mask(frame_lens, tm)  # (B, Tm)
         self_bias = attention_bias(frame_mask, compute_dtype(x))  # (B, 1, 1, Tm)
-        kv = self.project_latents(latents)
+        kv = self.memory_kv(latents)
         for i, block in enumerate(self.blocks):
             x, _ = block(x, b, kv[i], self_bias=self_bias)  # (B*Tm, d)
         pre = self.mel_out(self.norm(x)).view(b, tm, self.n_mels)
         return pre, pre + self.postnet(pre, frame_mask)
 
-    def project_latents(self, latents):
-        """latents (B, K, d) → every layer's cross-attention (keys, values), (B, H, K, dh)."""
-        b, k, d = latents.shape
-        a = self.blocks[0].cross_attn
-        kv = self.memory_kv(latents.reshape(b * k, d))  # (B*K, L*2*d)
-        kv = kv.view(b, k, len(self.blocks), 2, a.h, a.dh).permute(2, 3, 0, 4, 1, 5)
-        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]  # L x (keys, values)
-
-    def forward(self, mel, memory, mem_mask, mel_lens, token_lens, n_text: int) -> dict:
+    def forward(self, mel: torch.Tensor, memory: torch.Tensor, mem_mask: torch.Tensor,
+                mel_lens: torch.Tensor, token_lens: torch.Tensor, n_text: int) -> dict:
         """Training pass. mel (B, Tm, M) raw log-mel; memory (B, Tt+K, d) = [text ; latents] →
         mel_pre/mel_post (B, Tm, M) raw log-mel, log_dur (B, Tt) predicted, dur (B, Tt) the
         aligner's frames per token, align_logp (B, Tm, Tt) the soft alignment, attn
@@ -107,16 +112,28 @@ class DurationDecoder(nn.Module):
                 "dur": align.sum(dim=1), "align_logp": logp,
                 "attn": align[:, self.r - 1::self.r]}
 
+    def losses(self, batch: dict, out: dict) -> dict:
+        """``forward``'s outputs → 0-dim tensors: loss, mel_l1, postnet_l1, duration, align,
+        attn_diag (see models.losses)."""
+        return duration_losses(self.cfg, batch, out)
+
     @torch.no_grad()
-    def generate(self, memory, mem_mask, n_text: int, max_frames: int):
-        """memory (B, Tt+K, d) → normalised mel_post (B, T, M) with T a multiple of r, frame
-        lengths (B,) capped at ``max_frames``, alignment at the step rate (B, T/r, Tt)."""
+    def generate(self, memory: torch.Tensor, mem_mask: torch.Tensor, token_lens: torch.Tensor,
+                 n_text: int, max_steps: int, stop_threshold: float,
+                 generator: torch.Generator | None = None):
+        """Synthesis of a batch, each sentence as long as its predicted durations. memory
+        (B, Tt+K, d) = [text (n_text) ; latents], mem_mask (B, Tt+K) → mels (B, T, M) raw
+        log-mel with LOG_SILENCE past each length, T a multiple of r; lengths (B,) in frames,
+        capped at max_steps * r; alignment at the step rate (B, T/r, n_text). ``token_lens``,
+        ``stop_threshold`` and ``generator`` go unused: the mask carries the lengths, and
+        nothing here stops or samples."""
         text, latents = memory[:, :n_text], memory[:, n_text:]
-        token_mask = mem_mask[:, :n_text]
+        token_mask = mem_mask[:, :n_text]  # (B, Tt)
         frames = torch.expm1(self.log_durations(text, latents, token_mask)).round()
         dur = frames.clamp(min=1).long() * token_mask  # (B, Tt): every token spoken
-        lens = dur.sum(dim=1).clamp(max=max_frames)  # (B,)
+        lens = dur.sum(dim=1).clamp(max=max_steps * self.r)  # (B,)
         n = -(-int(lens.max()) // self.r) * self.r  # one host sync per batch
         align = durations_to_alignment(dur, n)  # (B, T, Tt)
-        _, post = self._decode(align, text, latents, lens)
-        return post, lens, align[:, self.r - 1::self.r]
+        _, post = self._decode(align, text, latents, lens)  # (B, T, M) normalised
+        mels = generated_mel(post, length_mask(lens, n))  # (B, T, M)
+        return mels, lens, align[:, self.r - 1::self.r]

@@ -1,4 +1,4 @@
-"""Building blocks shared by the text encoder, reference encoder and mel decoder.
+"""Building blocks shared by the text encoder, reference encoder and the two mel decoders.
 
 Everything here is shape-static: padding is handled with masks (boolean, True = valid; for
 attention an additive bias built once per stack), never by slicing to a data-dependent length,
@@ -190,10 +190,9 @@ class CrossBlock(nn.Module):
 class DecoderBlock(nn.Module):
     """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
     the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
-    memory's keys and values come projected (``kv_proj``): the decoder projects them for all
-    its layers in one matmul. With ``self_bias`` (a key-padding bias over the rows' own
-    sequence) the self-attention is bidirectional instead: the duration decoder's frames see
-    each other both ways."""
+    memory's keys and values come projected (``kv_proj``, one layer's share of ``MemoryKV``).
+    With ``self_bias`` (a key-padding bias over the rows' own sequence) the self-attention is
+    bidirectional instead: the duration decoder's frames see each other both ways."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -212,6 +211,24 @@ class DecoderBlock(nn.Module):
                                need_weights=need_weights)
         x = x + F.dropout(c, self.dropout, self.training)
         return x + self.ff(self.norm3(x)), w
+
+
+class MemoryKV(nn.Linear):
+    """Every decoder layer's cross-attention keys and values of the memory, in one matmul
+    (d → L*2*d): the memory is the same for all layers, so one launch replaces L of them. Both
+    mel decoders project their memory this way and hand layer i its ``kv_proj``."""
+
+    def __init__(self, dim: int, n_layers: int, n_heads: int):
+        super().__init__(dim, n_layers * 2 * dim)
+        self.n_layers, self.h, self.dh = n_layers, n_heads, dim // n_heads
+
+    def forward(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """memory (B, Tk, d) → L x (keys, values), each (B, H, Tk, dh), as views of one
+        projection; computed once per pass or per generation."""
+        b, tk, d = memory.shape
+        kv = super().forward(memory.reshape(b * tk, d))  # (B*Tk, L*2*d)
+        kv = kv.view(b, tk, self.n_layers, 2, self.h, self.dh).permute(2, 3, 0, 4, 1, 5)  # (L, 2, B, H, Tk, dh)
+        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]
 
 
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:

@@ -1,6 +1,10 @@
 """Acoustic-model losses and the alignment metric. Pure tensor code: no ``.item()``, no
 boolean indexing, no host syncs, so the whole thing compiles into the training step.
 
+One function per decoder, each called by that decoder's ``losses`` (``autoregressive_losses``
+by models.mel_decoder, ``duration_losses`` by models.duration_decoder); the terms they share
+(the L1 pair, the distance to the diagonal) are helpers here.
+
 - ``mel_l1`` / ``postnet_l1``: L1 on natural-log mels, before and after the post-net, averaged
   over valid frames and mel bins (padding masked by ``mel_lens``).
 - ``stop_bce``: one positive per utterance (the decoder step that emits the last real frame),
@@ -80,11 +84,11 @@ def _mel_l1_pair(pre, post, target, mask):
     return total / (mask.sum() * target.shape[-1]).clamp(min=1.0)
 
 
-def xtts_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
-    """All 0-dim tensors; ``loss`` is the weighted total the optimizer minimises,
-    ``attn_diag`` is a detached metric (not part of the loss). Masks, decoder lengths and the
-    attention's distance to the diagonal are computed once and shared by the losses: every
-    op here is a kernel launch on every eager step."""
+def autoregressive_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
+    """The autoregressive decoder's losses, all 0-dim tensors; ``loss`` is the weighted total
+    the optimizer minimises, ``attn_diag`` is a detached metric (not part of the loss). Masks,
+    decoder lengths and the attention's distance to the diagonal are computed once and shared
+    by the losses: every op here is a kernel launch on every eager step."""
     mel, mel_lens, token_lens, attn = batch["mel"], batch["mel_lens"], batch["token_lens"], out["attn"]
     frame_mask = length_mask(mel_lens, mel.shape[1]).float()  # (B, Tm)
     step_lens = decoder_steps(mel_lens, cfg.reduction)  # (B,)

@@ -1,16 +1,23 @@
 """Autoregressive mel decoder: pre-net → causal transformer with cross-attention over
 [text memory ; conditioning latents] → r mel frames + a stop logit per step → conv post-net.
 
+It implements the decoder protocol of models.xtts: ``forward`` (teacher forcing), ``losses``
+(models.losses.autoregressive_losses) and ``generate`` (the KV-cached loop below). The mel
+normalisation, the post-net and the silence past a generated length are shared with the
+duration decoder, which imports them from here.
+
 Reduction factor r: one decoder step emits r frames, so the sequence the transformer sees is
 Tm / r long (cheaper attention, and a coarser, easier alignment).
 
 Teacher forcing (training): the input of step s is the *last* frame of group s-1; step 0 gets a
-zero "go" frame (zero in the normalised mel space below). Generation feeds back its own output.
+zero "go" frame (zero in the normalised mel space below). Generation feeds back its own output,
+each step reusing the earlier steps' keys and values from a cache.
 
 Stop: the stop head sees the decoder state *and* where the alignment is (expected relative text
 position, attention mass on the final token; detached, so the stop loss does not bend the
 alignment). Left to the hidden state alone, a small model learns "stop around step N" from the
-positions of its training utterances and stops mid-sentence or babbles past the end.
+positions of its training utterances and stops mid-sentence or babbles past the end. In
+generation a stop also counts only once the alignment has reached MIN_PROGRESS of the text.
 
 Pre-net dropout is always on, training and inference (Tacotron 2): it is the model's defence
 against exposure bias and the source of variation between seeds. At inference it draws its masks
@@ -21,22 +28,29 @@ constants (mean -5, std 2, measured on LJSpeech) so inputs and outputs are near 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from myxtts.audio import LOG_FLOOR
 from myxtts.config import ModelConfig
 from myxtts.models.layers import (
     DecoderBlock,
     KVCache,
+    MemoryKV,
     attention_bias,
     compute_dtype,
     length_mask,
     norm,
     sinusoidal_positions,
 )
+from myxtts.models.losses import autoregressive_losses
 
 MEL_MEAN, MEL_STD = -5.0, 2.0
+LOG_SILENCE = math.log(LOG_FLOOR)  # what a generated mel holds past its length
+MIN_PROGRESS = 0.8  # share of the text the alignment must have reached before a stop counts
 
 
 def normalize_mel(mel: torch.Tensor) -> torch.Tensor:
@@ -45,6 +59,12 @@ def normalize_mel(mel: torch.Tensor) -> torch.Tensor:
 
 def denormalize_mel(x: torch.Tensor) -> torch.Tensor:
     return x * MEL_STD + MEL_MEAN
+
+
+def generated_mel(x: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
+    """Normalised mel (B, T, M), frame mask (B, T) → raw log-mel (B, T, M) with LOG_SILENCE past
+    each length: what a vocoder or a length-blind reader gets for the padded frames."""
+    return torch.where(frame_mask[..., None], denormalize_mel(x), torch.full_like(x, LOG_SILENCE))
 
 
 def text_attention(attn: torch.Tensor, n_text: int) -> torch.Tensor:
@@ -122,15 +142,14 @@ class PostNet(nn.Module):
 class MelDecoder(nn.Module):
     def __init__(self, cfg: ModelConfig, n_mels: int):
         super().__init__()
+        self.cfg = cfg  # the loss weights
         d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
         self.prenet = Prenet(n_mels, cfg.prenet_dim, d, cfg.prenet_dropout)
         self.alpha = nn.Parameter(torch.ones(1))
         self.blocks = nn.ModuleList(
             DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
             for _ in range(cfg.decoder_layers))
-        # Every layer's cross-attention keys and values of the memory, in one matmul: the
-        # memory is the same for all layers, so one launch replaces decoder_layers of them.
-        self.memory_kv = nn.Linear(d, cfg.decoder_layers * 2 * d)
+        self.memory_kv = MemoryKV(d, cfg.decoder_layers, cfg.n_heads)
         # The layer whose cross-attention is guided towards the diagonal and returned as `attn`.
         self.align_layer = cfg.align_layer % cfg.decoder_layers
         self.norm = norm(d)
@@ -172,7 +191,7 @@ class MelDecoder(nn.Module):
         b = mel.shape[0]
         h = self._embed(prev, 0)  # (B*S, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
-        kv = self.project_memory(memory)
+        kv = self.memory_kv(memory)
         attn = None
         for i, block in enumerate(self.blocks):
             h, w = block(h, b, kv[i], bias, need_weights=i == self.align_layer)  # (B*S, d)
@@ -184,23 +203,58 @@ class MelDecoder(nn.Module):
         return {"mel_pre": denormalize_mel(pre), "mel_post": denormalize_mel(post),
                 "stop_logits": stop, "attn": attn}
 
+    def losses(self, batch: dict, out: dict) -> dict:
+        """``forward``'s outputs → 0-dim tensors: loss, mel_l1, postnet_l1, stop_bce,
+        guided_attn, attn_diag (see models.losses)."""
+        return autoregressive_losses(self.cfg, batch, out)
+
+    @torch.no_grad()
+    def generate(self, memory: torch.Tensor, mem_mask: torch.Tensor, token_lens: torch.Tensor,
+                 n_text: int, max_steps: int, stop_threshold: float,
+                 generator: torch.Generator | None = None):
+        """Synthesis of a batch, each sentence stopping on its own stop token. memory (B, Tk, d)
+        = [text (n_text) ; latents], mem_mask (B, Tk) → mels (B, T, n_mels) raw log-mel with
+        LOG_SILENCE past each length, lengths (B,) in frames (max_steps * r for a sentence that
+        never stopped), text attention (B, T/r, n_text). ``generator`` drives the pre-net
+        dropout."""
+        b, r = memory.shape[0], self.r
+        kv = self.memory_kv(memory)
+        caches = self.new_caches(b, max_steps, memory.device, memory.dtype)
+        prev = memory.new_zeros(b, 1, self.n_mels)  # the "go" frame, (B, 1, M)
+        done = torch.zeros(b, dtype=torch.bool, device=memory.device)
+        lens = torch.full((b,), max_steps * r, dtype=torch.long, device=memory.device)
+        frames, attns = [], []
+        for t in range(max_steps):
+            f, stop, a = self.step(prev, t, caches, kv, mem_mask, token_lens, n_text,
+                                   generator)  # (B, r, M), (B,), (B, Tt)
+            frames.append(f)
+            attns.append(a)
+            # A sentence may stop only once its alignment has read most of its text: guards
+            # against the stop token firing mid-sentence (a truncated sentence is the worst
+            # failure an autoregressive TTS model can make).
+            progress = alignment_features(a[:, None], token_lens)[:, 0, 0]  # (B,)
+            wants = torch.sigmoid(stop.float()) > stop_threshold  # (B,)
+            fired = wants & (progress >= MIN_PROGRESS) & ~done
+            lens = torch.where(fired, torch.full_like(lens, (t + 1) * r), lens)
+            done = done | fired
+            prev = f[:, -1:]
+            # Checking on the host costs a device sync, so only every 8 steps; finished
+            # sentences keep decoding meanwhile and are masked below.
+            if t % 8 == 7 and bool(done.all()):
+                break
+        pre = torch.cat(frames, dim=1)  # (B, T, M) normalised
+        frame_mask = length_mask(lens, pre.shape[1])  # (B, T)
+        mels = generated_mel(pre + self.postnet(pre, frame_mask), frame_mask)  # (B, T, M)
+        return mels, lens, torch.stack(attns, dim=1)  # attn (B, T/r, Tt)
+
     def new_caches(self, batch: int, max_steps: int, device, dtype) -> list[KVCache]:
         a = self.blocks[0].self_attn
         return [KVCache(batch, a.h, max_steps, a.dh, device, dtype) for _ in self.blocks]
 
-    def project_memory(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """memory (B, Tk, d) → every layer's cross-attention (keys, values), each (B, H, Tk,
-        dh), as views of one projection; computed once per pass or per generation."""
-        b, tk, d = memory.shape
-        a = self.blocks[0].cross_attn
-        kv = self.memory_kv(memory.reshape(b * tk, d))  # (B*Tk, L*2*d)
-        kv = kv.view(b, tk, len(self.blocks), 2, a.h, a.dh).permute(2, 3, 0, 4, 1, 5)  # (L, 2, B, H, Tk, dh)
-        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]
-
     def step(self, prev: torch.Tensor, pos: int, caches, kv_projs, mem_mask, token_lens,
              n_text: int, generator=None):
-        """One generation step. prev (B, 1, n_mels) normalised → frames (B, r, n_mels)
-        normalised, stop logit (B,), text attention (B, n_text)."""
+        """One generation step. prev (B, 1, n_mels) normalised, ``kv_projs`` from memory_kv →
+        frames (B, r, n_mels) normalised, stop logit (B,), text attention (B, n_text)."""
         b = prev.shape[0]
         h = self._embed(prev, pos, generator)  # (B, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)

@@ -7,12 +7,24 @@
                  or DurationDecoder(aligned text, ``model.decoder=duration``)──▶ mel_pre/
                                                           mel_post, log_dur, dur, attn
 
+The decoder is picked once, from ``model.decoder`` (DECODERS), and from then on used through
+the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] and its mask:
+
+- ``forward(mel, memory, mem_mask, mel_lens, token_lens, n_text)`` → dict of training outputs:
+  mel_pre, mel_post (B, Tm, M) raw log-mel and attn (B, Tm/r, Tt), plus the decoder's own.
+- ``losses(batch, out)`` → dict of 0-dim tensors: loss (the total), mel_l1, postnet_l1,
+  attn_diag, plus the decoder's own terms.
+- ``generate(memory, mem_mask, token_lens, n_text, max_steps, stop_threshold, generator)`` →
+  mels (B, T, M) raw log-mel, silence past each length; lengths (B,) in frames, at most
+  max_steps * r; attn (B, T/r, Tt).
+
 Single-device plain PyTorch: no distributed imports, no torch.compile, no autocast in here; the
 trainer applies those from outside. ``forward`` and ``losses`` are free of host syncs and of
 data-dependent shapes, so one compiled graph serves each bucket shape.
 
 The returned ``attn`` is the alignment layer's attention restricted to the text keys and
-renormalised to sum to one per step (see mel_decoder.text_attention).
+renormalised to sum to one per step (see mel_decoder.text_attention), or the duration
+decoder's hard alignment at the same step rate.
 """
 from __future__ import annotations
 
@@ -21,17 +33,15 @@ import math
 import torch
 from torch import nn
 
-from myxtts.audio import LOG_FLOOR
 from myxtts.config import ModelConfig
 from myxtts.models.duration_decoder import DurationDecoder
-from myxtts.models.layers import Attention, FeedForward, length_mask
-from myxtts.models.losses import attention_diagonality, duration_losses, xtts_losses
-from myxtts.models.mel_decoder import MelDecoder, alignment_features, denormalize_mel, normalize_mel
+from myxtts.models.layers import Attention, FeedForward
+from myxtts.models.losses import attention_diagonality
+from myxtts.models.mel_decoder import MelDecoder, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
 
-LOG_SILENCE = math.log(LOG_FLOOR)
-MIN_PROGRESS = 0.8  # share of the text the alignment must have reached before a stop counts
+DECODERS = {"autoregressive": MelDecoder, "duration": DurationDecoder}  # by model.decoder
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
@@ -44,8 +54,7 @@ class XTTS(nn.Module):
         self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
         self.text_encoder = TextEncoder(cfg, n_vocab)
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)
-        self.decoder = (DurationDecoder(cfg, n_mels) if cfg.decoder == "duration"
-                        else MelDecoder(cfg, n_mels))
+        self.decoder = DECODERS[cfg.decoder](cfg, n_mels)
         n_layers = cfg.text_layers + cfg.decoder_layers
         self.apply(lambda m: self._init_weights(m, n_layers))
 
@@ -85,7 +94,8 @@ class XTTS(nn.Module):
     # ------------------------------------------------------------------------ training
     def forward(self, batch: dict) -> dict:
         """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens (see data.loader) →
-        mel_pre, mel_post (B, Tm, M), stop_logits (B, Tm/r), attn (B, Tm/r, Tt)."""
+        mel_pre, mel_post (B, Tm, M), attn (B, Tm/r, Tt), and stop_logits (B, Tm/r)
+        (autoregressive) or log_dur, dur (B, Tt), align_logp (B, Tm, Tt) (duration decoder)."""
         tokens = batch["tokens"]
         memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
                                    batch["ref_lens"])
@@ -95,9 +105,7 @@ class XTTS(nn.Module):
     def losses(self, batch: dict, out: dict) -> dict:
         """0-dim tensors: loss (total), mel_l1, postnet_l1, attn_diag, and stop_bce,
         guided_attn (autoregressive) or duration, align (duration decoder)."""
-        if self.cfg.decoder == "duration":
-            return duration_losses(self.cfg, batch, out)
-        return xtts_losses(self.cfg, batch, out)
+        return self.decoder.losses(batch, out)
 
     def diagonality(self, batch: dict, out: dict, band: float = 0.1) -> torch.Tensor:
         return attention_diagonality(out["attn"], batch["token_lens"], batch["mel_lens"],
@@ -107,58 +115,19 @@ class XTTS(nn.Module):
     @torch.no_grad()
     def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
                  stop_threshold=None, generator: torch.Generator | None = None):
-        """KV-cached autoregressive synthesis of a batch of sentences; each stops on its own
-        stop token. → mels (B, T, M) raw log-mel (silence past each length), mel_lens (B,),
-        attn (B, T/r, Tt). Deterministic for a given ``generator`` state (it drives the
-        always-on pre-net dropout; other dropout is off here). ``ref_lens == 0`` → neutral
-        voice. A stop counts only once the sentence's alignment has reached MIN_PROGRESS of
-        its text; a sentence that never stops is cut at ``max_steps`` (its length says so)."""
+        """Synthesis of a batch of sentences, each ending on its own: on its stop token
+        (autoregressive, KV-cached; a stop counts only once the sentence's alignment has reached
+        mel_decoder.MIN_PROGRESS of its text) or after its predicted durations. → mels (B, T, M)
+        raw log-mel (silence past each length), mel_lens (B,), attn (B, T/r, Tt). Deterministic
+        for a given ``generator`` state (it drives the always-on pre-net dropout; other dropout
+        is off here). ``ref_lens == 0`` → neutral voice. A sentence longer than ``max_steps``
+        decoder steps is cut there (its length says so)."""
         was_training = self.training
         self.eval()
         try:
-            return self._generate(tokens, token_lens, ref_mel, ref_lens,
-                                  max_steps or self.cfg.max_decoder_steps,
-                                  self.cfg.stop_threshold if stop_threshold is None
-                                  else stop_threshold, generator)
+            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)  # (B, Tt+K, d)
+            return self.decoder.generate(
+                memory, mask, token_lens, tokens.shape[1], max_steps or self.cfg.max_decoder_steps,
+                self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator)
         finally:
             self.train(was_training)
-
-    def _generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps, threshold, generator):
-        b, n_text, r, dec = tokens.shape[0], tokens.shape[1], self.cfg.reduction, self.decoder
-        memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)
-        if isinstance(dec, DurationDecoder):
-            post, lens, attn = dec.generate(memory, mask, n_text, max_steps * r)
-            frame_mask = length_mask(lens, post.shape[1])  # (B, T)
-            mels = torch.where(frame_mask[..., None], denormalize_mel(post),
-                               torch.full_like(post, LOG_SILENCE))
-            return mels, lens, attn
-        kv = dec.project_memory(memory)
-        caches = dec.new_caches(b, max_steps, memory.device, memory.dtype)
-        prev = memory.new_zeros(b, 1, self.n_mels)  # the "go" frame, (B, 1, M)
-        done = torch.zeros(b, dtype=torch.bool, device=memory.device)
-        lens = torch.full((b,), max_steps * r, dtype=torch.long, device=memory.device)
-        frames, attns = [], []
-        for t in range(max_steps):
-            f, stop, a = dec.step(prev, t, caches, kv, mask, token_lens, n_text,
-                                  generator)  # (B, r, M), (B,), (B, Tt)
-            frames.append(f)
-            attns.append(a)
-            # A sentence may stop only once its alignment has read most of its text: guards
-            # against the stop token firing mid-sentence (a truncated sentence is the worst
-            # failure an autoregressive TTS model can make).
-            progress = alignment_features(a[:, None], token_lens)[:, 0, 0]  # (B,)
-            wants = torch.sigmoid(stop.float()) > threshold  # (B,)
-            fired = wants & (progress >= MIN_PROGRESS) & ~done
-            lens = torch.where(fired, torch.full_like(lens, (t + 1) * r), lens)
-            done = done | fired
-            prev = f[:, -1:]
-            # Checking on the host costs a device sync, so only every 8 steps; finished
-            # sentences keep decoding meanwhile and are masked below.
-            if t % 8 == 7 and bool(done.all()):
-                break
-        pre = torch.cat(frames, dim=1)  # (B, T, M) normalised
-        frame_mask = length_mask(lens, pre.shape[1])  # (B, T)
-        post = denormalize_mel(pre + dec.postnet(pre, frame_mask))
-        mels = torch.where(frame_mask[..., None], post, torch.full_like(post, LOG_SILENCE))
-        attn = torch.stack(attns, dim=1)  # (B, T/r, Tt)
-        return mels, lens, attn

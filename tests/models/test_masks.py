@@ -80,7 +80,7 @@ def test_kv_cached_steps_match_teacher_forcing():
     with torch.no_grad():
         out = model(batch)
         memory, mask = model.encode(batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"])
-        kv = dec.project_memory(memory)
+        kv = dec.memory_kv(memory)
         steps = batch["mel"].shape[1] // r
         caches = dec.new_caches(3, steps, memory.device, memory.dtype)
         last = normalize_mel(batch["mel"])[:, r - 1::r]  # (B, S, M)
