@@ -68,7 +68,6 @@ class DataConfig:
                                  "the largest that fits GPU memory (on a CPU: base_frame_budget)")
     base_frame_budget: int = _f(12000, lo=MIN_FRAME_BUDGET, help="the batch train.lr is set for, and the budget "
                                 "of frame_budget=auto where no GPU memory is measured")
-    budget_mode: str = _f("linear", choices=["linear", "quadratic"])
     max_batch_size: int = _f(64, lo=1)
     pad_multiple: int = _f(16, lo=1, hi=1024, help="bucket lengths are multiples of this")
     max_buckets: int = _f(8, lo=1, hi=64, help="mel-length buckets (shapes = buckets x sizes)")
@@ -130,14 +129,14 @@ class TrainConfig:
     max_steps: int = _f(10000, lo=1)
     time_budget_s: float = _f(0.0, lo=0.0, help="stop (and checkpoint) after this much wall time; 0: none")
     lr: float = _f(1e-3, lo=0.0)
-    schedule: str = _f("cosine", choices=["cosine", "noam", "constant"])
+    schedule: str = _f("cosine", choices=["cosine", "constant"])
     warmup_steps: int = _f(500, lo=0)
     min_lr_ratio: float = _f(0.05, lo=0.0, hi=1.0)
     weight_decay: float = _f(0.01, lo=0.0)
     grad_clip: float = _f(1.0, lo=0.0, help="0 disables clipping")
     grad_accum: int = _f(1, lo=1, hi=1024)
     precision: str = _f("auto", choices=["auto", "fp32", "bf16", "fp16"])
-    compile: str = _f("auto", choices=["auto", "off", "default", "max-autotune", "cudagraphs", "regional"],
+    compile: str = _f("auto", choices=["auto", "off", "default", "cudagraphs", "regional"],
                       help="auto: inductor + CUDA graphs on a GPU (no graphs under DDP), eager on a CPU; "
                            "regional: only the transformer blocks, one compile for every shape")
     compile_cache: str = _f("", help="folder for compiled kernels; empty: $MYXTTS_COMPILE_CACHE "
@@ -172,9 +171,22 @@ class Config:
 
 # --------------------------------------------------------------------------------- building
 
+# Settings that were taken out: every run folder's config.yaml lists all settings of the version
+# that wrote it, so naming one gets what to do instead of a guess at a similar name.
+REMOVED = {"data.budget_mode": "batch sizes always follow its former linear rule, B x Tm <= "
+                               "data.frame_budget; delete the setting"}
+
+
 def _closest(name: str, options) -> str:
     match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _unknown(full: str, name: str, options, where: str = "") -> ConfigError:
+    """The error for setting ``full``, whose part ``name`` is not one of ``options``."""
+    if full in REMOVED:
+        return ConfigError(f"{full} was removed: {REMOVED[full]}")
+    return ConfigError(f"unknown setting '{full}'{where}" + _closest(name, options))
 
 
 def _coerce(value: Any, typ, key: str):
@@ -226,7 +238,7 @@ def _build(cls, data: dict, prefix: str):
     for key, value in data.items():
         full = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"unknown setting '{full}'" + _closest(key, names))
+            raise _unknown(full, key, names)
         typ = hints[key]
         if dataclasses.is_dataclass(typ):
             kwargs[key] = _build(typ, value or {}, full + ".")
@@ -288,9 +300,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         for i, part in enumerate(path):
             fields_ = {f.name: f for f in dataclasses.fields(schema)}
             if part not in fields_:
-                where = ".".join(path[:i]) or "config"
-                raise ConfigError(f"unknown setting '{'.'.join(path)}' in {where}"
-                                  + _closest(part, fields_))
+                raise _unknown(".".join(path), part, fields_, f" in {'.'.join(path[:i]) or 'config'}")
             if i == len(path) - 1:
                 if dataclasses.is_dataclass(typing.get_type_hints(schema)[part]):
                     raise ConfigError(f"'{'.'.join(path)}' is a section; set one of its keys")

@@ -24,6 +24,9 @@ def test_overrides_reach_typed_fields():
     ("train.max_steps=0", "below the minimum"),
     ("data.val_fraction=0.9", "above the maximum"),
     ("train.compile=fast", "not one of"),
+    ("train.compile=max-autotune", "not one of auto, off, default, cudagraphs, regional"),
+    ("train.schedule=noam", "not one of cosine, constant"),
+    ("data.budget_mode=linear", "^data.budget_mode was removed: .*delete the setting$"),
     ("data.frame_budget=lots", "data.frame_budget: expected an integer, got 'lots' \\(or auto\\)"),
     ("data.frame_budget=32", "below the minimum 64"),
     ("audio.trim_silence=maybe", "expected true/false"),
@@ -43,6 +46,13 @@ def test_yaml_file_errors_name_the_key(tmp_path):
         C.load(p)
     with pytest.raises(C.ConfigError, match="not found"):
         C.load(tmp_path / "missing.yaml")
+
+
+def test_a_file_naming_a_removed_setting_says_so(tmp_path):
+    p = tmp_path / "old.yaml"
+    p.write_text("data:\n  budget_mode: linear\n")
+    with pytest.raises(C.ConfigError, match="^data.budget_mode was removed: batch sizes always follow"):
+        C.load(p)
 
 
 def test_frame_budget_is_auto_by_default_or_a_number(tmp_path):

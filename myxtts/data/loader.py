@@ -18,7 +18,7 @@ Trainer usage::
     train = make_loader(cache, cfg, "train", rank=rank, world_size=world)
     stream = BatchStream(train, device, transform=otf_mel(cache, cfg))  # transform None if cached
     stream.load_state_dict(ckpt["data"])                  # optional: exact mid-epoch resume
-    batch = next(stream); stream.last_wait_s              # device tensors; data-wait seconds
+    batch, plan = next(stream); stream.last_wait_s        # device tensors, BatchPlan; wait seconds
     ckpt["data"] = stream.state_dict()
     for batch in DevicePrefetcher(make_loader(cache, cfg, "val"), device, otf_mel(...)): ...
 """
@@ -44,19 +44,28 @@ from myxtts.errors import UserError
 
 
 class _SlotSampler(Sampler):
-    """The DataLoader's sampler: the BucketSampler's plans, each with a free ring slot."""
+    """The DataLoader's sampler: the BucketSampler's plans, each with a free ring slot.
+
+    Each plan handed to the DataLoader waits in ``issued`` until its batch comes back. The
+    DataLoader returns batches in sampler order, so the oldest waiting plan is always the plan
+    of the batch that arrives next: the host thread pairs them without a worker sending the
+    plan back."""
 
     def __init__(self, sampler: BucketSampler, ring: SlotRing | None):
         self.sampler, self.ring = sampler, ring
         self.wide = True  # set per pass: workers build float32 (contract) or compact batches
+        self.issued: collections.deque = collections.deque()
 
     def __len__(self) -> int:
         return len(self.sampler)
 
     def __iter__(self):
+        self.issued.clear()  # a stopped pass's plans: the DataLoader drops their batches
         for plan in self.sampler:
-            yield plan._replace(slot=self.ring.acquire() if self.ring is not None else None,
-                                wide=self.wide)
+            plan = plan._replace(slot=self.ring.acquire() if self.ring is not None else None,
+                                 wide=self.wide)
+            self.issued.append(plan)
+            yield plan
 
 
 class BatchLoader:
@@ -67,7 +76,8 @@ class BatchLoader:
     batches, copies them out of their ring slot (into pinned memory when pinning is on) and
     frees the slot, so the training thread only ever pops a ready batch from a queue.
     ``iter(loader)`` yields the batch contract; :meth:`iter_compact` the compact form (float16
-    mels) that the DevicePrefetcher widens on the GPU after a copy of half the bytes.
+    mels) that the DevicePrefetcher widens on the GPU after a copy of half the bytes;
+    :meth:`iter_planned` either form, each batch paired with the BatchPlan it was built from.
     """
 
     def __init__(self, dataloader: DataLoader, sampler: BucketSampler, ring: SlotRing | None,
@@ -85,6 +95,11 @@ class BatchLoader:
 
     def iter_compact(self):
         return _HostIter(self, compact=True)
+
+    def iter_planned(self, compact: bool = False):
+        """``(batch, plan)`` pairs: the plan says which rows the batch holds without reading
+        its tensors (on the host, so no device sync)."""
+        return _HostIter(self, compact=compact, planned=True)
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the running pass: its thread no longer touches the DataLoader's iterator (one
@@ -116,7 +131,7 @@ class _HostIter:
 
     DEPTH = 3  # ready batches; polled every ms, so enough for steps down to ~0.5 ms
 
-    def __init__(self, loader: BatchLoader, compact: bool):
+    def __init__(self, loader: BatchLoader, compact: bool, planned: bool = False):
         loader.stop()
         if loader.ring is not None:
             loader.ring.reset()  # the old pass's in-flight slots: its tasks are drained by iter()
@@ -124,6 +139,7 @@ class _HostIter:
         # Workers it starts ignore SIGINT/SIGTERM from the outset (spawned off Linux).
         with hold_stop_signals(spawn=not sys.platform.startswith("linux")):
             it = iter(loader.dataloader)  # in the calling thread: sets up worker signal handling
+        self.planned = planned
         self._ready: collections.deque = collections.deque()
         self._filled, self._stop = threading.Event(), threading.Event()
         # The thread holds no reference to self, so an abandoned iterator is collected, which
@@ -149,7 +165,7 @@ class _HostIter:
                 if not self._ready:
                     self._filled.wait(0.1)
         if kind == "batch":
-            return value
+            return value if self.planned else value[0]
         self.close()
         if kind == "error":
             raise value
@@ -191,9 +207,11 @@ def _host_loop(it, loader: BatchLoader, compact: bool, ready: collections.deque,
         filled.set()
         return not stop.is_set()
 
+    issued = loader.dataloader.sampler.issued
     try:
         for item in it:
-            if not hand_over(("batch", _to_host(loader, item, compact))):
+            plan = issued.popleft()  # this batch's: the DataLoader keeps sampler order
+            if not hand_over(("batch", (_to_host(loader, item, compact), plan))):
                 return
         hand_over(("end", None))
     except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
@@ -274,10 +292,12 @@ class DevicePrefetcher:
     ``last_wait_s``: seconds the consumer was blocked in the last ``next()``: the loader not
     having the batch ready plus the (host-side) cost of issuing the copy. ``total_wait_s`` sums
     them; input-bound % = total_wait_s / wall time (docs/design.md, "How we measure").
+
+    ``planned=True`` (a BatchLoader only) yields ``(batch, plan)``: each batch with its BatchPlan.
     """
 
-    def __init__(self, loader, device, transform=None):
-        self.loader, self.device = loader, torch.device(device)
+    def __init__(self, loader, device, transform=None, planned: bool = False):
+        self.loader, self.device, self.planned = loader, torch.device(device), planned
         self.transform = transform.to(self.device) if isinstance(transform, torch.nn.Module) else transform
         self.cuda = self.device.type == "cuda"
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
@@ -288,19 +308,23 @@ class DevicePrefetcher:
 
     def _load(self):
         try:
-            host = next(self._it)
+            item = next(self._it)
         except StopIteration:
             return None
+        host, plan = item if self.planned else (item, None)
         if not self.cuda:
-            return self.transform(host) if self.transform is not None else host
+            return (self.transform(host) if self.transform is not None else host), plan
         with torch.cuda.stream(self.stream):
             batch = widen({k: v.to(self.device, non_blocking=True) for k, v in host.items()})
-            return self.transform(batch) if self.transform is not None else batch
+            return (self.transform(batch) if self.transform is not None else batch), plan
 
     def __iter__(self):
         # On CUDA, fetch the compact form: half the bytes to pin and copy, widened on the GPU.
         compact = self.cuda and hasattr(self.loader, "iter_compact")
-        self._it = self.loader.iter_compact() if compact else iter(self.loader)
+        if self.planned:
+            self._it = self.loader.iter_planned(compact)
+        else:
+            self._it = self.loader.iter_compact() if compact else iter(self.loader)
         self._next = None
         return self
 
@@ -308,10 +332,11 @@ class DevicePrefetcher:
         t0 = time.perf_counter()
         if self._it is None:
             iter(self)
-        batch = self._next if self._next is not None else self._load()
-        if batch is None:
+        item = self._next if self._next is not None else self._load()
+        if item is None:
             self._it = None
             raise StopIteration
+        batch, plan = item
         if self.cuda:
             current = torch.cuda.current_stream(self.device)
             current.wait_stream(self.stream)
@@ -322,14 +347,17 @@ class DevicePrefetcher:
         self.last_wait_s = time.perf_counter() - t0
         self.total_wait_s += self.last_wait_s
         self.batches += 1
-        return batch
+        return (batch, plan) if self.planned else batch
 
 
 class BatchStream:
     """Endless batches for the trainer: epochs follow each other with no gap (the sampler runs
     on into the next epoch, so the loader never drains at a boundary), and ``state_dict()`` is
     the position of the batches *handed out* (not of what workers prefetched), so a resumed run
-    continues with exactly the batch the interrupted one would have trained on next."""
+    continues with exactly the batch the interrupted one would have trained on next.
+
+    ``next(stream)`` is ``(batch, plan)``: the device tensors and the BatchPlan they were built
+    from, which tells the caller the batch's rows without a device sync."""
 
     def __init__(self, loader: BatchLoader, device="cpu", transform=None):
         self.loader, self.sampler = loader, loader.sampler
@@ -356,8 +384,8 @@ class BatchStream:
         if hasattr(self.loader, "stop"):
             self.loader.stop()  # a previous pass must not advance the sampler any more
         self.sampler.infinite = True
-        self.sampler.load_state_dict({"epoch": self.epoch, "position": self.position})
-        self._pf = iter(DevicePrefetcher(self.loader, self.device, self.transform))
+        self.sampler.seek(self.epoch, self.position)
+        self._pf = iter(DevicePrefetcher(self.loader, self.device, self.transform, planned=True))
 
     def __iter__(self):
         return self
@@ -365,11 +393,11 @@ class BatchStream:
     def __next__(self):
         if self._pf is None:
             self._start()
-        batch = next(self._pf)
+        item = next(self._pf)
         self.position += 1
         if self.position == self.epoch_len:
             self.epoch, self.position = self.epoch + 1, 0
-        return batch
+        return item
 
     @property
     def last_wait_s(self) -> float:

@@ -11,12 +11,8 @@ lengths picks at most ``max_buckets`` boundaries that minimise padded frames (pl
 charge for the filler rows below; plain quantiles pad far more on skewed corpora). They are planned over
 ``plan_indices`` (by default every utterance, train and val), so both splits share the shapes.
 
-Budget (counted WITH padding):
-  linear     B * Tm <= frame_budget
-  quadratic  additionally B * Tm**2 <= frame_budget * QUADRATIC_REF_FRAMES: a batch of the
-             reference length is the same size in both modes, longer buckets shrink
-             quadratically (attention memory), shorter ones stay capped by the linear budget.
-Either way B <= max_batch_size and B >= 1 (one utterance longer than the budget still trains).
+Budget (counted WITH padding): B * Tm <= frame_budget, B <= max_batch_size, and B >= 1 (one
+utterance longer than the budget still trains).
 
 Filler policy (no utterance lost): each epoch every utterance of the split is in exactly one
 batch as a *real* row. A bucket's last batch, if short, is topped up with *filler* rows: other
@@ -35,7 +31,8 @@ from typing import NamedTuple
 import numpy as np
 from torch.utils.data import Sampler
 
-QUADRATIC_REF_FRAMES = 512  # ~6 s at 22.05 kHz / hop 256: a typical LJSpeech utterance
+from myxtts.errors import UserError
+
 # A filler row is a real utterance seen a second time this epoch: it still trains the model,
 # unlike a padded frame, so the bucket planner charges it a tenth of a padded frame.
 FILLER_WEIGHT = 0.1
@@ -63,27 +60,17 @@ class BatchPlan(NamedTuple):
     slot: int | None = None  # shared-memory slot to write into (assigned by the loader)
     wide: bool = False  # build float32 features (the contract) instead of the compact float16
 
-    @property
-    def rows(self) -> np.ndarray:
-        """All B cache indices of the batch, filler included (every row is real audio)."""
-        return self.indices
-
 
 def round_up(x, m: int):
     return -(-x // m) * m
 
 
-def batch_size_for(mel_len: int, frame_budget: int, budget_mode: str, max_batch_size: int) -> int:
-    b = frame_budget // mel_len
-    if budget_mode == "quadratic":
-        b = min(b, frame_budget * QUADRATIC_REF_FRAMES // (mel_len * mel_len))
-    elif budget_mode != "linear":
-        raise ValueError(f"budget_mode must be linear or quadratic, not {budget_mode!r}")
-    return int(max(1, min(b, max_batch_size)))
+def batch_size_for(mel_len: int, frame_budget: int, max_batch_size: int) -> int:
+    return int(max(1, min(frame_budget // mel_len, max_batch_size)))
 
 
 def plan_boundaries(mel_lens: np.ndarray, pad_multiple: int, max_buckets: int, frame_budget: int,
-                    budget_mode: str = "linear", max_batch_size: int = 64) -> list[int]:
+                    max_batch_size: int = 64) -> list[int]:
     """At most ``max_buckets`` bucket lengths (multiples of ``pad_multiple``) minimising the
     padded frames (+ FILLER_WEIGHT x filler frames) over one pass of ``mel_lens``."""
     lens = np.asarray(mel_lens, dtype=np.int64)
@@ -93,7 +80,7 @@ def plan_boundaries(mel_lens: np.ndarray, pad_multiple: int, max_buckets: int, f
     m = len(cands)
     n_cum = np.concatenate([[0], np.cumsum(np.bincount(inv, minlength=m))])  # (m+1,)
     s_cum = np.concatenate([[0], np.cumsum(np.bincount(inv, weights=lens, minlength=m))])
-    bs = np.array([batch_size_for(int(v), frame_budget, budget_mode, max_batch_size) for v in cands])
+    bs = np.array([batch_size_for(int(v), frame_budget, max_batch_size) for v in cands])
     # best[k, j]: least waste covering candidates [0, j) with k buckets; prev[k, j] the split.
     best = np.full((max_buckets + 1, m + 1), np.inf)
     prev = np.zeros((max_buckets + 1, m + 1), dtype=np.int64)
@@ -124,10 +111,9 @@ class BucketSampler(Sampler):
     """
 
     def __init__(self, mel_lens, text_lens, indices=None, *, frame_budget: int = 12000,
-                 budget_mode: str = "linear", max_batch_size: int = 64, pad_multiple: int = 64,
-                 max_buckets: int = 8, boundaries: list[int] | None = None, plan_indices=None,
-                 shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 infinite: bool = False):
+                 max_batch_size: int = 64, pad_multiple: int = 64, max_buckets: int = 8,
+                 boundaries: list[int] | None = None, plan_indices=None, shuffle: bool = True,
+                 seed: int = 0, rank: int = 0, world_size: int = 1, infinite: bool = False):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, world_size={world_size})")
         self.mel_lens = np.asarray(mel_lens, dtype=np.int64)
@@ -142,7 +128,7 @@ class BucketSampler(Sampler):
 
         pm, lens = pad_multiple, self.mel_lens[plan_idx]
         if boundaries is None:
-            bounds = plan_boundaries(lens, pm, max_buckets, frame_budget, budget_mode, max_batch_size)
+            bounds = plan_boundaries(lens, pm, max_buckets, frame_budget, max_batch_size)
         else:
             bounds = sorted({int(round_up(int(b), pm)) for b in boundaries})
             if lens.size and lens.max() > bounds[-1]:
@@ -155,16 +141,14 @@ class BucketSampler(Sampler):
         for b, tm in enumerate(bounds):
             members = plan_idx[self.bucket_of[plan_idx] == b]
             tt = int(round_up(max(int(self.text_lens[members].max(initial=1)), 1), pm))
-            self.buckets.append(Bucket(int(tm), tt, batch_size_for(int(tm), frame_budget,
-                                                                   budget_mode, max_batch_size)))
+            self.buckets.append(Bucket(int(tm), tt, batch_size_for(int(tm), frame_budget, max_batch_size)))
         self.fingerprint = [len(self.mel_lens), len(self.indices), [b.shape for b in self.buckets]]
 
     @classmethod
     def from_config(cls, mel_lens, text_lens, data_cfg, indices=None, **kw) -> BucketSampler:
         d = data_cfg
-        settings = dict(frame_budget=d.fixed_budget, budget_mode=d.budget_mode,
-                        max_batch_size=d.max_batch_size, pad_multiple=d.pad_multiple,
-                        max_buckets=d.max_buckets)
+        settings = dict(frame_budget=d.fixed_budget, max_batch_size=d.max_batch_size,
+                        pad_multiple=d.pad_multiple, max_buckets=d.max_buckets)
         return cls(mel_lens, text_lens, indices, **{**settings, **kw})  # kw wins
 
     # ------------------------------------------------------------------------------ planning
@@ -229,23 +213,41 @@ class BucketSampler(Sampler):
         if epoch != self.epoch:
             self.epoch, self._position = int(epoch), 0
 
+    def seek(self, epoch: int, position: int) -> None:
+        """Make the next iteration start at batch ``position`` of ``epoch`` (at most its end)."""
+        self.epoch, self._position = int(epoch), min(int(position), len(self))
+
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._position, "seed": self.seed,
                 "world_size": self.world_size, "fingerprint": self.fingerprint}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, pos = int(state["epoch"]), int(state["position"])
-        if state.get("fingerprint", self.fingerprint) != self.fingerprint or \
-                state.get("seed", self.seed) != self.seed:
+        """Continue where :meth:`state_dict` left off. Strict: every key is read and a missing or
+        unknown one is an error naming it, so a state from another version is never half-read.
+        Other data, settings or seed restart the epoch (with a warning); another world size
+        continues from the same global position."""
+        def other_version(what: str) -> UserError:
+            return UserError(f"the data sampler state {what}; it was written by another version. "
+                             "Start a new --out")
+
+        state = dict(state)  # keys are popped; the caller's copy stays whole
+        missing = [k for k in ("epoch", "position", "seed", "world_size", "fingerprint") if k not in state]
+        if missing:
+            raise other_version("lacks " + ", ".join(map(repr, missing)))
+        epoch, pos = int(state.pop("epoch")), int(state.pop("position"))
+        seed, world_size, fingerprint = state.pop("seed"), int(state.pop("world_size")), state.pop("fingerprint")
+        if state:
+            raise other_version("has unknown " + ", ".join(map(repr, state)))
+        if fingerprint != self.fingerprint or seed != self.seed:
             warnings.warn("data sampler state is from other data or settings (cache, split, "
                           "frame budget or seed changed); restarting the epoch from its start",
                           stacklevel=2)
             pos = 0
-        elif state.get("world_size", self.world_size) != self.world_size:
+        elif world_size != self.world_size:
             # Same global plan, other rank count: continue from the same global position
             # (at most world_size batches are seen again).
-            pos = pos * int(state["world_size"]) // self.world_size
-        self._position = min(pos, len(self))
+            pos = pos * world_size // self.world_size
+        self.seek(epoch, pos)
 
     # ---------------------------------------------------------------------------- reporting
 

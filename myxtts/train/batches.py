@@ -32,15 +32,12 @@ class Batches:
         self.padding_pct = float(self.sampler.padding_report()["mel_padding_pct"])
 
     def next(self) -> Batch:
-        plan = self.sampler.plan(self.stream.epoch if self.stream.position < self.stream.epoch_len
-                                 else self.stream.epoch + 1)
-        rows = plan[self.stream.position % self.stream.epoch_len].indices
         # Starting a DataLoader iterator draws a seed from the global RNG, which would shift the
         # model's dropout stream after a resume (the uninterrupted run drew it at step 1);
         # loading data must never touch the training run's randomness.
         with torch.random.fork_rng(devices=[]):
-            tensors = next(self.stream)
-        return Batch(tensors, int(np.sum(self.cache.n_frames[rows])), len(rows))
+            tensors, plan = next(self.stream)
+        return Batch(tensors, int(np.sum(self.cache.n_frames[plan.indices])), len(plan.indices))
 
     @property
     def last_wait_s(self) -> float:

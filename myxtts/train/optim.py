@@ -1,4 +1,4 @@
-"""AdamW (fused kernel) and the learning-rate schedules: warmup + cosine, Noam, constant."""
+"""AdamW (fused kernel) and the learning-rate schedules: warmup + cosine, or constant."""
 from __future__ import annotations
 
 import math
@@ -8,20 +8,26 @@ import torch
 from myxtts.config import TrainConfig
 
 
-def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, lr: float | None = None):
-    """Fused AdamW; norms, biases and embeddings are exempt from weight decay (the usual
-    transformer recipe: decaying a gain towards zero only hurts)."""
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig):
+    """Fused AdamW at ``cfg.lr``. Weight decay applies to the parameters of 2 or more dimensions
+    (matmul and convolution weights, embedding tables) and not to the others (biases, norm gains),
+    as in nanoGPT.
+
+    Decay pulls values towards zero. For a weight matrix that is the wanted prior: smaller weights,
+    a smoother function. A bias or a gain has no such prior (a gain's neutral value is 1, so decay
+    would only shrink the layer's output), and these few values add little capacity to restrain.
+    The rank tells the two kinds apart whatever a module or parameter is called, so a new or
+    renamed module cannot silently change what is decayed."""
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim < 2 or "embed" in name or "norm" in name else decay).append(p)
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     # The fused kernel updates every parameter of a group in one launch and skips the update on
     # the device when ``found_inf`` is set, which is how non-finite steps are dropped without a
     # host sync.
-    return torch.optim.AdamW(groups, lr=lr or cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
 def lr_lambda(cfg: TrainConfig):
@@ -34,12 +40,7 @@ def lr_lambda(cfg: TrainConfig):
         progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
         return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
-    def noam(step: int) -> float:
-        # Vaswani et al.: linear warmup then 1/sqrt(step), peaking at the base lr.
-        s = step + 1
-        return min(s / warm, math.sqrt(warm / s))
-
-    return {"cosine": cosine, "noam": noam, "constant": lambda step: 1.0}[cfg.schedule]
+    return {"cosine": cosine, "constant": lambda step: 1.0}[cfg.schedule]
 
 
 def build_scheduler(optimizer, cfg: TrainConfig):

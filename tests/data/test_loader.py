@@ -32,6 +32,14 @@ def take(it, n):
     return [next(it) for _ in range(n)]
 
 
+def stream_batches(stream, n):
+    """``n`` batches of a BatchStream, each checked to come with the plan it was built from."""
+    got = take(stream, n)
+    for batch, plan in got:
+        assert np.array_equal(batch["index"].numpy(), plan.indices)
+    return [batch for batch, _ in got], [plan for _, plan in got]
+
+
 def endless(loader, compact=False):
     loader.sampler.infinite = True
     return loader.iter_compact() if compact else iter(loader)
@@ -75,13 +83,14 @@ def test_stream_resumes_exactly_mid_epoch_and_across_epochs(cache, cfg):
     first = BatchStream(make_loader(cache, cfg))
     epoch_len = first.epoch_len
     steps = epoch_len + 2  # stop inside the second epoch
-    run = take(first, steps)
+    run, plans = stream_batches(first, steps)
+    assert [p.epoch for p in plans] == [0] * epoch_len + [1] * 2
     state = first.state_dict()
     assert (state["epoch"], state["position"]) == (1, 2)
-    expected = take(first, epoch_len + 3)  # what the uninterrupted run trains on next
+    expected, _ = stream_batches(first, epoch_len + 3)  # what the uninterrupted run trains on next
     resumed = BatchStream(make_loader(cache, cfg))
     resumed.load_state_dict(state)
-    again = take(resumed, epoch_len + 3)
+    again, _ = stream_batches(resumed, epoch_len + 3)
     assert all(same(a, b) for a, b in zip(expected, again))
     total = 2 + epoch_len + 3
     assert (resumed.state_dict()["epoch"], resumed.state_dict()["position"]) == \
@@ -114,7 +123,7 @@ def test_on_the_fly_stream_yields_the_contract(cache, cfg):
     loader = make_loader(cache, otf)
     stream = BatchStream(loader, "cpu", transform=otf_mel(cache, otf))
     cached = BatchStream(make_loader(cache, cfg, num_workers=0))
-    for a, b in zip(take(stream, 2), take(cached, 2)):
+    for a, b in zip(stream_batches(stream, 2)[0], stream_batches(cached, 2)[0]):
         assert a.keys() == b.keys()
         assert all(a[k].shape == b[k].shape for k in a)
         assert torch.equal(a["index"], b["index"]) and torch.equal(a["tokens"], b["tokens"])
@@ -125,10 +134,10 @@ def test_rewinding_a_running_stream_on_the_same_loader(cache, cfg):
     stream = BatchStream(make_loader(cache, cfg))
     take(stream, 3)
     state = stream.state_dict()
-    expected = take(stream, 5)
+    expected, _ = stream_batches(stream, 5)
     for _ in range(2):
-        stream.load_state_dict(state)
-        assert all(same(a, b) for a, b in zip(expected, take(stream, 5)))
+        stream.load_state_dict(state)  # the old pass's plans in flight must not pair with new batches
+        assert all(same(a, b) for a, b in zip(expected, stream_batches(stream, 5)[0]))
 
 
 def test_bench_loader_quick_writes_the_record(cache, tmp_path, capsys):

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from myxtts.config import DataConfig
-from myxtts.data.sampler import QUADRATIC_REF_FRAMES, BucketSampler, batch_size_for, plan_boundaries
+from myxtts.data.sampler import BucketSampler, batch_size_for, plan_boundaries
+from myxtts.errors import UserError
 
 
 def lengths(n, seed=0, kind="lognormal"):
@@ -61,7 +62,6 @@ def test_property_random_corpora():
         n = int(rng.choice([1, 2, 7, 50, 333, 2000]))
         mel, text = lengths(n, seed=case, kind=["lognormal", "uniform", "bimodal"][case % 3])
         cfg = dict(frame_budget=int(rng.choice([2000, 12000, 40000])),
-                   budget_mode=str(rng.choice(["linear", "quadratic"])),
                    max_batch_size=int(rng.choice([1, 16, 64])),
                    pad_multiple=int(rng.choice([1, 2, 16, 64])),
                    max_buckets=int(rng.choice([1, 3, 8, 16])), seed=case)
@@ -76,8 +76,6 @@ def test_property_random_corpora():
             assert 1 <= B <= cfg["max_batch_size"]
             if B > 1:  # a single utterance longer than the budget still trains, alone
                 assert B * Tm <= cfg["frame_budget"]
-                if cfg["budget_mode"] == "quadratic":
-                    assert B * Tm * Tm <= cfg["frame_budget"] * QUADRATIC_REF_FRAMES
         rep = s.padding_report()
         assert 0 <= rep["mel_padding_pct"] < 100 and 0 <= rep["filler_pct"] < 100
 
@@ -110,10 +108,9 @@ def test_boundaries_beat_quantiles():
 
 
 def test_batch_size_rules():
-    assert batch_size_for(100, 12000, "linear", 64) == 64
-    assert batch_size_for(400, 12000, "linear", 64) == 30
-    assert batch_size_for(1024, 12000, "quadratic", 64) == 12000 * 512 // 1024 ** 2
-    assert batch_size_for(20000, 12000, "linear", 64) == 1
+    assert batch_size_for(100, 12000, 64) == 64
+    assert batch_size_for(400, 12000, 64) == 30
+    assert batch_size_for(20000, 12000, 64) == 1
 
 
 def test_resume_mid_epoch_continues_exactly():
@@ -186,3 +183,41 @@ def test_changed_data_resets_resume_position_with_a_warning():
     with pytest.warns(UserWarning, match="restarting the epoch"):
         b.load_state_dict(state)
     assert b.state_dict()["position"] == 0
+    c = BucketSampler(mel, text, frame_budget=3000, seed=7)  # same data, other seed
+    with pytest.warns(UserWarning, match="restarting the epoch"):
+        c.load_state_dict(state)
+    assert c.state_dict()["position"] == 0
+
+
+def test_another_world_size_continues_from_the_same_global_position():
+    mel, text = lengths(900, seed=7)
+    kw = dict(frame_budget=5000, pad_multiple=16, seed=3)
+    a = BucketSampler(mel, text, world_size=2, **kw)
+    a.set_epoch(2)
+    it = iter(a)
+    for _ in range(6):
+        next(it)
+    b = BucketSampler(mel, text, world_size=3, **kw)
+    b.load_state_dict(a.state_dict())
+    assert (b.state_dict()["epoch"], b.state_dict()["position"]) == (2, 6 * 2 // 3)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.pop("seed"), "lacks 'seed'"),
+    (lambda s: (s.pop("fingerprint"), s.pop("world_size")), "lacks 'world_size', 'fingerprint'"),
+    (lambda s: s.update(generation=3), "has unknown 'generation'"),
+])
+def test_restore_is_strict_about_keys(change, message):
+    mel, text = lengths(300, seed=5)
+    a = BucketSampler(mel, text, frame_budget=3000)
+    a.set_epoch(3)
+    next(iter(a))
+    state = a.state_dict()
+    change(state)
+    kept = dict(state)
+    b = BucketSampler(mel, text, frame_budget=3000)
+    with pytest.raises(UserError, match=f"data sampler state {message}.*another version") as e:
+        b.load_state_dict(state)
+    assert "\n" not in str(e.value)
+    assert state == kept  # the caller's dict is read, not emptied
+    assert (b.epoch, b.state_dict()["position"]) == (0, 0)  # nothing half-restored

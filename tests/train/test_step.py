@@ -59,9 +59,29 @@ def test_schedules():
     cfg = load(None, ["train.warmup_steps=10", "train.max_steps=100", "train.min_lr_ratio=0.1"])
     f = lr_lambda(cfg.train)
     assert f(0) == 0.1 and f(9) == 1.0 and abs(f(99) - 0.1) < 0.01
-    cfg.train.schedule = "noam"
+    cfg.train.schedule = "constant"
     g = lr_lambda(cfg.train)
-    assert g(9) == 1.0 and g(39) == 0.5
+    assert g(0) == g(9) == g(99) == 1.0
+
+
+def test_weight_decay_goes_by_rank_not_by_name():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 8)  # 2-D: decayed, whatever it is called
+            self.conv = torch.nn.Conv1d(8, 8, 3)
+            self.norm = torch.nn.LayerNorm(8)
+            self.norm_proj = torch.nn.Linear(8, 8)
+            self.scale = torch.nn.Parameter(torch.ones(()))
+            self.frozen = torch.nn.Linear(8, 8).requires_grad_(False)
+
+    net = Net()
+    decay, no_decay = build_optimizer(net, load(None, ["train.weight_decay=0.1"]).train).param_groups
+    ids = lambda ps: {id(p) for p in ps}  # noqa: E731
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert ids(decay["params"]) == ids([net.embed.weight, net.conv.weight, net.norm_proj.weight])
+    assert ids(no_decay["params"]) == ids([net.conv.bias, net.norm.weight, net.norm.bias,
+                                           net.norm_proj.bias, net.scale])
 
 
 def test_compiled_step_matches_eager_and_never_recompiles_after_warmup(monkeypatch):
