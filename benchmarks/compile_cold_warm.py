@@ -64,8 +64,7 @@ def measure(data: str, shapes: int, mode: str) -> dict:
 
     cfg = load("tiny", [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
     run = build_run(cfg, data, with_batches=False)
-    per_shape: list[float] = []
-    compile_shapes(run, lambda k, n, s: per_shape.append(s - sum(per_shape)))
+    per_shape = compile_shapes(run)
     seconds = sum(per_shape)
     graphs, (hits, misses) = compiled_graphs(), cache_hits()
     bb = BucketBatches(run.cache, run.cfg, run.device)

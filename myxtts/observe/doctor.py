@@ -10,9 +10,10 @@ naming the exact setting or command to change:
   (page cache dropped first, so the figure is close to a first epoch's);
 * configuration: workers, frame budget, compile mode, precision, the bucket shapes the sampler
   plans and their padding waste (rules of observe.diagnose);
-* a step test (a few eager steps of the configured model on real batches: it runs, the loss is
-  finite, its time, host syncs and peak memory on a GPU, so a frame budget that leaves most of
-  the memory unused is named with the budget that would fill it) and a loader test (time per
+* a step test (``observe.measure``: a few eager steps of the configured model on real batches,
+  one per bucket shape first: it runs, the loss is finite, its time, host syncs and peak memory
+  on a GPU, so a frame budget that leaves most of the memory unused is named with the budget
+  that would fill it) and a loader test (time per
   batch of the cached loader, in-process and with the configured workers, against that step
   time: the input-bound share a run would see, docs/design.md "Input-bound").
 
@@ -39,11 +40,12 @@ from myxtts.observe.diagnose import (
     Finding,
     diagnose,
 )
+from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.measured import Measured, Settings
-from myxtts.train.batches import BucketBatches, largest_bucket
+from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run, size_batches
 from myxtts.train.distributed import DistInfo
-from myxtts.train.precision import device_name, sync
+from myxtts.train.precision import usable_cpus
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
 STEP_TEST_S = 8.0        # time cap of the timed steps
@@ -148,7 +150,7 @@ def environment(doc: Doc, cfg) -> torch.device:
 
 def host(doc: Doc, cfg, dev, cache=None, sampler=None) -> None:
     E, d = "environment", cfg.data
-    cpus = R.usable_cpus()
+    cpus = usable_cpus()
     doc.m["cpu_count"] = cpus
     doc.check(E, "CPU", "ok" if d.num_workers < cpus else "warn",
               f"{cpus} usable cores (os.cpu_count {os.cpu_count()}); data.num_workers={d.num_workers}")
@@ -237,7 +239,7 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
     doc.check(C, "loader", "info", f"data.num_workers={d.num_workers}, prefetch_factor={d.prefetch_factor}, "
               f"pin_memory={d.pin_memory}, on_the_fly={d.on_the_fly}")
     doc.check(C, "step", "info", f"train.precision={t.precision}, train.compile={t.compile}, "
-              f"grad_accum={t.grad_accum}, data.frame_budget={d.frame_budget} ({d.budget_mode})")
+              f"grad_accum={t.grad_accum}, data.frame_budget={d.frame_budget}")
     if dev.type == "cpu" and t.compile != "off":
         cost = "once for every shape, a minute or more" if t.compile == "regional" else "for every shape, minutes each"
         doc.find("low", "torch.compile on the CPU", f"train.compile={t.compile}: inductor builds C++ "
@@ -252,45 +254,40 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
 
 
 # ------------------------------------------------------------------------------------ tests
-def step_test(doc: Doc, cfg, data) -> tuple[dict | None, object]:
-    """A few eager steps of the configured model on real batches."""
-    from myxtts.train.timers import count_host_syncs
-
+def step_test(doc: Doc, cfg, data) -> dict | None:
+    """A few eager steps of the configured model on real batches (``observe.measure``)."""
     T = "tests"
-    rig = build_run(cfg, data, compile="off", with_batches=False)
-    bb = BucketBatches(rig.cache, cfg, rig.device)
-    cuda = rig.device.type == "cuda"
+    run = build_run(cfg, data, compile="off", with_batches=False)
+    cuda = run.device.type == "cuda"
     try:
-        first = largest_bucket(rig.sampler) if cuda else 0  # on a GPU: the memory peak
-        rig.step_fn([bb.of_bucket(rig.sampler, first)])
-        sync(rig.device)
+        st = measure(run, 3, seconds=STEP_TEST_S)
+        if cuda:
+            with count_host_syncs() as sc:
+                run.step_fn([FixedBatches(run.cache, run.cfg, run.device).next().tensors])
+            st["host_syncs_per_step"] = sc.count
+            st["mem_peak_pct"] = 100.0 * torch.cuda.max_memory_reserved(run.device) / doc.m["gpu_memory"]
     except torch.OutOfMemoryError:
-        rig.step_fn.opt.zero_grad(set_to_none=True)
+        run.step_fn.opt.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
-        doc.check(T, "step test", "fail", f"out of GPU memory at data.frame_budget={cfg.data.frame_budget}")
-        doc.find("high", "The largest batch does not fit in GPU memory", f"a step of the largest bucket shape "
-                 f"ran out of memory at data.frame_budget={cfg.data.frame_budget}",
+        doc.check(T, "step test", "fail", f"out of GPU memory at data.frame_budget={run.cfg.data.frame_budget}")
+        doc.find("high", "The largest batch does not fit in GPU memory", f"a step of a bucket shape "
+                 f"ran out of memory at data.frame_budget={run.cfg.data.frame_budget}",
                  f"`myxtts tune --config ... --data {data}` finds the largest budget that fits", "oom", 100)
-        return None, rig
-    st = R.time_steps(rig, 3, STEP_TEST_S, bb)
-    loss = rig.step_fn.read_window().get("loss")
-    if cuda:
-        with count_host_syncs() as sc:
-            rig.step_fn([bb.of_bucket(rig.sampler, 0)])
-        st["host_syncs_per_step"] = sc.count
-        st["mem_peak_pct"] = 100.0 * torch.cuda.max_memory_reserved(rig.device) / doc.m["gpu_memory"]
+        return None
+    loss = st["loss"]
     finite = loss is not None and math.isfinite(loss)
+    frames_s = st["throughput"].get("frames_per_s", 0.0)
     doc.m.update(step_ms=st["step_ms"], loss=loss,
                  **{k: st[k] for k in ("host_syncs_per_step", "mem_peak_pct") if k in st})
     doc.check(T, "step test", "ok" if finite else "fail",
-              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {device_name(rig.device)}, "
-              f"{st['frames_per_s']:,.0f} mel frames/s, loss {loss if loss is None else round(loss, 3)}"
+              f"{st['steps']} eager steps at {st['step_ms']:,.1f} ms/step on {run.plan.device_name}, "
+              f"{frames_s:,.0f} mel frames/s, loss {loss if loss is None else round(loss, 3)}"
               + (f", peak memory {st['mem_peak_pct']:.0f} %" if "mem_peak_pct" in st else "")
               + " (`myxtts profile` times the compiled step)")
     if not finite:
-        doc.find("high", "The loss is not finite", f"loss {loss} after {st['steps'] + 1} steps",
+        doc.find("high", "The loss is not finite", f"loss {loss} after {st['steps']} steps",
                  "check the cache (`myxtts cache verify`), lower `train.lr`, or `train.precision=fp32`", "nan", 100)
-    return st, rig
+    return {"step_ms": st["step_ms"], "frames_per_s": frames_s}
 
 
 def _workers(w: int) -> str:
@@ -298,7 +295,7 @@ def _workers(w: int) -> str:
 
 
 def loader_test(doc: Doc, cfg, cache, step_ms: float, dev) -> None:
-    T, w, cpus = "tests", cfg.data.num_workers, R.usable_cpus()
+    T, w, cpus = "tests", cfg.data.num_workers, usable_cpus()
     base = R.loader_speed(cache, cfg, 0, seconds=LOADER_TEST_S)
     runs = [base] + ([R.loader_speed(cache, cfg, w, seconds=LOADER_TEST_S)] if w > 0 else [])
     mine = runs[-1]
@@ -344,7 +341,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
         doc.check("tests", "step and loader tests", "skip", "need a cache: pass --data CACHE")
     else:
         say("step test ...")
-        step, _ = step_test(doc, cfg, data)
+        step = step_test(doc, cfg, data)
         say("loader test ...")
         if step:
             loader_test(doc, cfg, cache, step["step_ms"], dev)

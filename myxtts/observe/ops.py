@@ -20,6 +20,8 @@ step's (on a GPU the kernel is a Triton one), and neither mode sees them.
 from __future__ import annotations
 
 import collections
+import contextlib
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -104,3 +106,31 @@ def count_step_ops(step_fn, batch: dict, micro_batches: int = 1) -> StepOps:
     with OpCounter() as counter, HostCopyCounter() as copies:
         step_fn([batch] * micro_batches)
     return StepOps(dict(counter.counts), dict(copies.counts))
+
+
+@dataclass
+class SyncCount:
+    """Result of ``count_host_syncs``: ``count`` is None where it cannot be measured (no CUDA)."""
+    count: int | None = None
+    reason: str = ""
+
+
+@contextlib.contextmanager
+def count_host_syncs():
+    """Count synchronising CUDA calls (``.item()``, ``.cpu()``, ``nonzero`` ...) inside the block,
+    on a GPU, with torch's sync debug mode, which warns on every one; for a few steps of
+    ``profile`` or ``doctor``, not for the training loop (the warning path is slow)."""
+    res = SyncCount()
+    if not torch.cuda.is_available():
+        res.reason = "no CUDA device"
+        yield res
+        return
+    prev = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield res
+        finally:
+            torch.cuda.set_sync_debug_mode(prev)
+            res.count = sum("synchroniz" in str(w.message) for w in caught)

@@ -1,53 +1,16 @@
-"""Measurements the commands that judge training share (``profile``, ``doctor``, ``tune``): time
-per optimizer step on real batches of a built run, the loader's time per batch, and the
-input-bound share a run would see, predicted from the two (docs/design.md, "How we measure").
+"""Loader measurements the commands that judge training share (``doctor``, ``tune``): the
+loader's time per batch, and the input-bound share a run would see, predicted from it and the
+step time ``observe.measure`` gives (docs/design.md, "How we measure").
 """
 from __future__ import annotations
 
 import math
-import os
 import time
 
-import numpy as np
 import torch
 
 from myxtts.config import Config
 from myxtts.data.loader import make_loader
-from myxtts.train.batches import BucketBatches, bucket_plan
-from myxtts.train.build import Run
-from myxtts.train.precision import sync
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (a container's cgroup/affinity, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def time_steps(run: Run, steps: int, seconds: float = 30.0, bb: BucketBatches | None = None) -> dict:
-    """Mean time of one optimizer step over the epoch's batch mixture, after ``warm_up``.
-
-    Batches are built in-process before each step and not timed; each step is synchronised
-    (CUDA) so its time is the device time. Stops early after ``seconds``."""
-    bb = bb or BucketBatches(run.cache, run.cfg, run.device)
-    plans = run.sampler.global_plan(0) or [bucket_plan(run.sampler, 0)]
-    acc = run.cfg.train.grad_accum
-    times, frames = [], 0
-    t_end = time.perf_counter() + seconds
-    for i in range(steps):
-        micro = [bb.device_batch(plans[(i * acc + j) % len(plans)]) for j in range(acc)]
-        sync(run.device)
-        t0 = time.perf_counter()
-        run.step_fn(micro)
-        sync(run.device)
-        times.append((time.perf_counter() - t0) * 1000.0)
-        frames += sum(int(m["mel_lens"].sum()) for m in micro)
-        if time.perf_counter() + times[-1] / 1000.0 > t_end:  # the next step would overrun
-            break
-    ms = float(np.mean(times))
-    return {"step_ms": ms, "steps": len(times), "frames_per_s": frames / (sum(times) / 1000.0)}
 
 
 # ------------------------------------------------------------------------------------ loader

@@ -1,23 +1,22 @@
 """``myxtts profile``: where a training step's time goes, measured, with the setting to change.
 
-What it runs, on a run assembled by ``train.build`` and stepped by the trainer's own loop:
+What it runs, on a run assembled by ``train.build`` with its own batch stream:
 
-1. warm-up: one step per bucket shape, so every compile happens before anything is timed;
-2. timed pass, N steps: batches from the trainer's stream, ``StepTimer`` (data wait, CUDA-event
-   step time) plus phase marks at the edges of forward+loss and of ``optimizer.step`` (CUDA events
-   on the compute stream, perf_counter on the CPU). This pass runs *without* the profiler, whose
-   per-op bookkeeping would inflate host time and make any run look launch-bound;
-3. profiled pass, N steps under ``torch.profiler`` (CPU + CUDA activities): the top kernels (top
+1. ``observe.measure``: every shape compiled, a warm-up, then N timed steps of the trainer's own
+   loop (``StepTimer``: data wait, CUDA-event step time and its forward / backward / optimizer
+   phases), with NVML sampled beside them. This pass runs *without* the profiler, whose per-op
+   bookkeeping would inflate host time and make any run look launch-bound;
+2. profiled pass, N steps under ``torch.profiler`` (CPU + CUDA activities): the top kernels (top
    CPU ops on the CPU), kernels per step, median kernel time, GPU busy share (union of kernel
-   intervals ÷ step time of pass 2), the host-to-device copy not hidden behind kernels, and a
+   intervals ÷ step time of pass 1), the host-to-device copy not hidden behind kernels, and a
    Chrome trace (``DIR/trace.json``, open it in https://ui.perfetto.dev);
-4. host syncs per step (``count_host_syncs``, CUDA only), recompiles after warm-up, MFU (FLOPs
+3. host syncs per step (``count_host_syncs``, CUDA only), recompiles after warm-up, MFU (FLOPs
    of each batch shape counted by observe.flops), then ``diagnose`` classifies the run
    input-bound / launch-bound / compute-bound (thresholds in docs/design.md).
 """
 from __future__ import annotations
 
-import time
+import contextlib
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -26,16 +25,16 @@ import torch
 from torch.profiler import ProfilerActivity, record_function
 
 from myxtts.errors import UserError
-from myxtts.observe import probes as R
 from myxtts.observe.diagnose import diagnose
-from myxtts.observe.flops import count_step_flops, mfu
 from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.measure import measure
 from myxtts.observe.measured import Measured, Settings
+from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run
-from myxtts.train.loop import Loop, warm_up
-from myxtts.train.precision import device_name, sync
+from myxtts.train.loop import Loop
+from myxtts.train.precision import device_name, sync, usable_cpus
 from myxtts.train.step import compiled_graphs
-from myxtts.train.timers import StepTimer, count_host_syncs
+from myxtts.train.timers import StepTimer
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
 TOP = 12
@@ -43,75 +42,22 @@ NVML_INTERVAL_S = 0.2  # a timed pass lasts seconds: sample often enough for a m
 OWN = "myxtts/"  # prefix of this module's record_function ranges
 
 
-class _Marks:
-    """Timestamps at phase edges within each step: CUDA events on the current stream (device
-    time, read once at the end) or perf_counter on the CPU."""
+class _Ranges:
+    """``TrainStep`` hook: each phase of the step as a profiler range named ``OWN + phase``, so
+    the trace shows where forward, backward and optimizer begin and end."""
 
-    def __init__(self, device: torch.device):
-        self.device, self.cuda = device, device.type == "cuda"
-        self.steps: list[list] = []
-        self._cur: list | None = None
-        self._ranges: list = []
-
-    def mark(self, label: str) -> None:
-        if self._cur is None:
-            return
-        if self.cuda:
-            m = torch.cuda.Event(enable_timing=True)
-            m.record(torch.cuda.current_stream(self.device))
-        else:
-            m = time.perf_counter()
-        self._cur.append((label, m))
-
-    def begin(self) -> None:
-        self._cur = []
-        self.mark("start")
-
-    def end(self) -> None:
-        self.mark("end")
-        self.steps.append(self._cur)
-        self._cur = None
-
-    def phases_ms(self) -> dict[str, float]:
-        """Mean ms per step of forward(+loss), backward (+ clipping), optimizer, and the rest
-        of the step (scheduler, zero_grad)."""
-        sync(self.device)
-        tot = dict.fromkeys(("forward", "backward", "optimizer", "step tail"), 0.0)
-        for marks in self.steps:
-            t0 = marks[0][1]
-            at, fwd, start = {}, 0.0, 0.0
-            for lab, m in marks:
-                ms = self._ms(t0, m)
-                if lab == "fwd0":
-                    start = ms
-                elif lab == "fwd1":
-                    fwd += ms - start  # one forward per micro-batch
-                at.setdefault(lab, ms)
-            end = at["end"]
-            o0, o1 = at.get("opt0", end), at.get("opt1", end)  # no marks: the scaler skipped it
-            tot["forward"] += fwd
-            tot["backward"] += max(0.0, o0 - fwd)
-            tot["optimizer"] += o1 - o0
-            tot["step tail"] += end - o1
-        n = max(1, len(self.steps))
-        return {k: v / n for k, v in tot.items()}
-
-    def _ms(self, a, b) -> float:
-        return a.elapsed_time(b) if self.cuda else (b - a) * 1000.0
-
-    # The step calls phase() at the edges of forward+loss and of the optimizer update (a
-    # TrainStep hook); each edge is a mark, and each phase a profiler range named OWN + phase.
-    _LABEL = {"forward": "fwd0", "forward_end": "fwd1", "optimizer": "opt0", "optimizer_end": "opt1"}
+    def __init__(self):
+        self._open = None
 
     def phase(self, name: str) -> None:
-        if name.endswith("_end"):
-            if self._ranges:
-                self._ranges.pop().__exit__(None, None, None)
-            self.mark(self._LABEL[name])
-        else:
-            self.mark(self._LABEL[name])
-            self._ranges.append(record_function(OWN + ("forward+loss" if name == "forward" else name)))
-            self._ranges[-1].__enter__()
+        self.close()
+        self._open = record_function(OWN + name)
+        self._open.__enter__()
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+            self._open = None
 
 
 # ------------------------------------------------------------------------ interval arithmetic
@@ -213,116 +159,112 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         raise UserError(f"--steps must be at least 1, got {steps}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    rig = build_run(cfg, data)
-    dev, acc, batches, step_fn = rig.device, cfg.train.grad_accum, rig.batches, rig.step_fn
-    fps = cfg.audio.sample_rate / cfg.audio.hop_length
+    run = build_run(cfg, data)
+    dev, step_fn = run.device, run.step_fn
     cuda = dev.type == "cuda"
     name = device_name(dev)
-    say(f"profiling {steps} steps on {dev} ({name}), precision {rig.precision.name}, compile "
-        f"{rig.cfg.train.compile}, {len(rig.shapes)} bucket shapes, grad_accum {acc}")
+    say(f"profiling {steps} steps on {dev} ({name}), precision {run.precision.name}, compile "
+        f"{step_fn.compile_mode}, {len(run.shapes)} bucket shapes, grad_accum {cfg.train.grad_accum}")
     if not cuda:
         say("no GPU: every figure below is CPU time (host perf_counter), not GPU time")
 
-    # 1. warm-up: start the loader, then one step per bucket shape.
-    t0 = time.perf_counter()
-    Loop(rig, StepTimer(dev)).step_once()
-    warm_up(rig)
-    warm_s = time.perf_counter() - t0
-    graphs0 = compiled_graphs()
-    say(f"warm-up: {len(rig.shapes)} shapes, one step each, {warm_s:.1f} s")
+    # 1. compile, warm up and time the trainer's own steps, NVML sampled beside the timed ones
+    # (not beside the profiled pass: the profiler's bookkeeping slows the host).
+    nvml: dict = {}
 
-    # 2. timed pass: the trainer's own step, with phase marks hooked into it, and NVML sampled
-    # beside it (not beside the profiled pass: the profiler's bookkeeping slows the host).
-    loop, marks = Loop(rig, StepTimer(dev, frames_per_second=fps)), _Marks(dev)
-    step_fn.hooks.append(marks)
-    sampler, no_gpu = start_sampler(NVML_INTERVAL_S) if cuda else (None, "no GPU")
-    host_ms, step_shapes, sample = 0.0, [], {}
-    for _ in range(steps):
-        marks.begin()
-        micro = loop.step_once()
-        marks.end()
-        host_ms += loop.last_host_ms
-        shapes = [tuple(m["mel"].shape) for m in micro]
-        step_shapes.append(shapes)
-        for s, m in zip(shapes, micro):
-            sample.setdefault(s, m)
-    summ = loop.timer.summary()
-    gpu = stop_sampler(sampler)
+    @contextlib.contextmanager
+    def sampled():
+        nvml["sampler"], nvml["why"] = start_sampler(NVML_INTERVAL_S) if cuda else (None, "no GPU")
+        try:
+            yield
+        finally:
+            nvml["summary"] = stop_sampler(nvml["sampler"])
+
+    summ = measure(run, steps, batches=run.batches, beside=sampled, flops=True)
+    say(f"warm-up: {len(run.shapes)} shapes, {summ['warmup_passes']} pass(es), {summ['warmup_s']:.1f} s")
+    gpu, sampler = nvml["summary"], nvml["sampler"]
     gpu_samples = sampler.samples() if sampler is not None else []
-    phases = marks.phases_ms()
     step_ms = summ["step_ms"]
+    graphs0 = compiled_graphs()
 
-    # 3. profiled pass.
+    # 2. profiled pass.
+    loop, ranges = Loop(run, StepTimer(dev)), _Ranges()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    marks.steps = []
+    step_fn.hooks.append(ranges)
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(steps):
             loop.step_once()
+            ranges.close()
             prof.step()
         sync(dev)
-    step_fn.hooks.remove(marks)
-    mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None  # before the eager FLOP count
+    step_fn.hooks.remove(ranges)
+    mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None
     trace = out / "trace.json"
     prof.export_chrome_trace(str(trace))
     dstats = _device_stats(prof, steps, step_ms) if cuda else {}
     top = dstats.pop("top", None) or _cpu_top(prof)
     del prof
 
-    # 4. host syncs, recompiles, FLOPs.
+    # 3. host syncs, recompiles.
     syncs, sync_note = None, "not measurable on CPU"
     if cuda:
         with count_host_syncs() as sc:
             for _ in range(2):
                 loop.step_once()
         syncs, sync_note = (sc.count / 2 if sc.count is not None else None), sc.reason
-    recompiles = compiled_graphs() - graphs0
-    flops_of = {s: count_step_flops(rig.model, b, rig.precision) for s, b in sample.items()}
-    sample.clear()
-    flops = sum(flops_of[s] for shapes in step_shapes for s in shapes)
-    m = mfu(flops, summ["wall_s"], name if cuda else None)
+    recompiles = summ["recompiles_after_warmup"] + compiled_graphs() - graphs0
+    m = {k: summ[k] for k in ("achieved_tflops", "peak_tflops", "mfu_pct", "mfu_basis")}
     if not cuda:
         m.update(mfu_pct=None, mfu_basis="no GPU: MFU is against a GPU's peak")
 
     wall = step_ms or 0.0
     h2d_ms = dstats.get("h2d_exposed_ms", 0.0)
-    wait_ms = wall * (summ["data_wait_pct"] or 0.0) / 100.0
-    rows = {"waiting for data": wait_ms, "host-to-device": h2d_ms, "forward": phases["forward"],
-            "backward": phases["backward"], "optimizer": phases["optimizer"]}
+    phases = summ["phase_ms"]
+    rows = {"waiting for data": wall * (summ["data_wait_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
+            **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
     rows["other"] = max(0.0, wall - sum(rows.values()))
     pct = (lambda v: 100.0 * v / wall) if wall else (lambda v: None)
     breakdown = {k: {"ms": v, "pct": pct(v)} for k, v in rows.items()}
 
     bf16 = torch.cuda.is_bf16_supported() if cuda else None
-    settings = Settings.from_config(rig.cfg, device=str(dev), device_name=name, bf16_supported=bf16,
-                                    cpu_count=R.usable_cpus(), compile=step_fn.compile_mode)
-    run = {**asdict(settings), **summ, "n_shapes": len(rig.shapes), "padding_pct": batches.padding_pct,
-           "recompiles": recompiles, "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
+    settings = Settings.from_config(run.cfg, device=str(dev), device_name=name, bf16_supported=bf16,
+                                    cpu_count=usable_cpus(), compile=step_fn.compile_mode)
+    figures = {k: summ[k] for k in RUN_FIGURES}
+    record = {**asdict(settings), **figures, "n_shapes": len(run.shapes),
+              "padding_pct": run.batches.padding_pct, "recompiles": recompiles,
+              "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
     if cuda:
-        run["h2d_pct"] = pct(h2d_ms)
-        run["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + run["h2d_pct"]
-        run["other_pct"] = max(0.0, 100.0 - run["input_bound_pct"] - (summ["compute_pct"] or 0.0))
-        run["cpu_dispatch_pct"] = min(100.0, 100.0 * host_ms / steps / wall) if wall else None
-        run["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
-        run.update(dstats)
-        run.pop("h2d_exposed_ms", None)
-    measured = measured_from_profile(run, gpu, {} if gpu else {"gpu": f"NVML not sampled: {no_gpu}"})
+        record["h2d_pct"] = pct(h2d_ms)
+        record["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + record["h2d_pct"]
+        record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
+        record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
+        record["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
+        record.update(dstats)
+        record.pop("h2d_exposed_ms", None)
+    measured = measured_from_profile(record, gpu, {} if gpu else {"gpu": f"NVML not sampled: {nvml['why']}"})
     diag = diagnose(measured)
     not_measured = {} if cuda else {"mfu": m["mfu_basis"]}
     from myxtts.observe.report import write_report
     report = write_report(out / "report.html", measured, diag, title="MyXTTS profile",
                           not_measured=not_measured, achieved_tflops=m["achieved_tflops"],
                           mfu_basis=m["mfu_basis"], gpu_samples=gpu_samples,
-                          meta={"device": f"{dev} ({name})", "steps": steps, "precision": rig.precision.name,
+                          meta={"device": f"{dev} ({name})", "steps": steps, "precision": run.precision.name,
                                 "compile": step_fn.compile_mode, "trace": str(trace)})
+    run.close()
     return {"device": str(dev), "device_name": name, "timing": summ["timing"] + ("" if cuda else " (CPU)"),
-            "precision": rig.precision.name, "compile": rig.cfg.train.compile, "steps": steps,
-            "warmup_s": warm_s, "step_ms": step_ms, "breakdown": breakdown,
+            "precision": run.precision.name, "compile": step_fn.compile_mode, "steps": steps,
+            "warmup_s": summ["warmup_s"], "step_ms": step_ms, "breakdown": breakdown,
             "top_kind": "kernels" if cuda else "cpu ops", "top": top,
-            "gpu_busy_pct": run.get("gpu_busy_pct"), "kernels_per_step": run.get("kernels_per_step"),
-            "median_kernel_us": run.get("median_kernel_us"), "cpu_dispatch_pct": run.get("cpu_dispatch_pct"),
+            "gpu_busy_pct": record.get("gpu_busy_pct"), "kernels_per_step": record.get("kernels_per_step"),
+            "median_kernel_us": record.get("median_kernel_us"), "cpu_dispatch_pct": record.get("cpu_dispatch_pct"),
             "recompiles": recompiles, "host_syncs_per_step": syncs, "host_syncs_note": sync_note,
-            "flops_per_step": flops / steps, **m, "throughput": summ["throughput"],
-            "gpu": gpu, "trace": str(trace), "report": str(report), "run": run, "diagnosis": diag.as_dict()}
+            "flops_per_step": summ["flops"] / max(summ["steps"], 1), **m, "throughput": summ["throughput"],
+            "gpu": gpu, "trace": str(trace), "report": str(report), "run": record, "diagnosis": diag.as_dict()}
+
+
+# The figures of ``StepTimer.summary()`` a profile's ``run`` record keeps.
+RUN_FIGURES = ("steps", "wall_s", "step_ms", "step_cov_pct", "input_bound_pct", "data_wait_pct",
+               "compute_pct", "other_pct", "step_by_shape", "throughput", "timing")
 
 
 # Keys of a profile's ``run`` record that are not diagnosis inputs, and those named differently.

@@ -4,8 +4,8 @@ that keep the step fed (batch sizing without trial and error).
 1. Frame budget (GPU only): what ``data.frame_budget=auto`` chooses when a run starts (the search
    in train/sizing.py: the largest budget whose largest bucket trains within 85 % of the free
    memory), with each measured step printed, and the batch cap and learning rate that go with it.
-2. Loader workers. The step time is measured with the chosen budget and the configured compile
-   mode (after one warm-up step per shape); the loader's time per batch is measured in-process
+2. Loader workers. The step time is measured (``observe.measure``) with the chosen budget and
+   the configured compile mode; the loader's time per batch is measured in-process
    and with candidate worker counts, and the fewest workers whose predicted input-bound share is
    below 1 % (the target in docs/design.md, "Input-bound"), with ``WORKER_MARGIN`` head-room, is chosen.
 
@@ -23,10 +23,10 @@ import yaml
 from myxtts.config import from_dict
 from myxtts.observe import probes as R
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
-from myxtts.train.batches import BucketBatches
+from myxtts.observe.measure import measure
 from myxtts.train.build import build_run, gpu_probe, size_batches
 from myxtts.train.distributed import DistInfo
-from myxtts.train.loop import warm_up
+from myxtts.train.precision import usable_cpus
 from myxtts.train.sizing import describe
 
 STEP_TIMING_S = 20.0
@@ -39,7 +39,7 @@ def _with_data(cfg, **data):
 # ---------------------------------------------------------------------------------- workers
 def search_workers(cache, cfg, step_ms: float, say=print) -> tuple[int, list[dict], str]:
     """Fewest workers whose predicted input-bound % is below the target, with head-room."""
-    cpus = R.usable_cpus()
+    cpus = usable_cpus()
     maxw = max(1, cpus - 1)
     tried: dict[int, dict] = {}
 
@@ -103,12 +103,10 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
 
     say(f"step time: data.frame_budget={cfg.data.frame_budget}, train.compile={cfg.train.compile}, "
         "one warm-up step per shape")
-    rig = build_run(cfg, data, with_batches=False)
-    bb = BucketBatches(rig.cache, cfg, rig.device)
-    warm_up(rig, bb=bb)
-    st = R.time_steps(rig, 6, STEP_TIMING_S, bb)
-    cache = rig.cache
-    del rig, bb
+    run = build_run(cfg, data, with_batches=False)
+    st = measure(run, 6, seconds=STEP_TIMING_S)
+    cache = run.cache
+    del run
     res["step_ms"] = st["step_ms"]
     say(f"  {st['step_ms']:,.1f} ms per step on the {'GPU' if cuda else 'CPU'} ({st['steps']} steps)")
 

@@ -1,12 +1,12 @@
 """The one place a training run is assembled, for both stages and for every command that
 measures training (``profile``, ``doctor``, ``tune``, ``bench``).
 
-Order, fixed and applied from outside the model code: batch sizing (``data.frame_budget=auto``,
-train/sizing.py; first, because measuring draws random numbers) → seed and determinism → device
-and precision → cache → model(s) → DDP wrap → step (compiled as ``train.compile`` says) →
-optimizer and schedule → batches. What comes back is a :class:`Run`, whose ``components`` are
-everything a checkpoint must hold besides the weights; each component owns its own state
-(``state_dict`` / ``load_state_dict``).
+Order, fixed and applied from outside the model code: the plan (``resolve_plan``: device,
+precision, compile mode, and batch sizing for ``data.frame_budget=auto``, train/sizing.py; first,
+because measuring draws random numbers) → seed and determinism → cache → model(s) → DDP wrap →
+step (compiled as the plan says) → optimizer and schedule → batches. What comes back is a
+:class:`Run`, whose ``components`` are everything a checkpoint must hold besides the weights;
+each component owns its own state (``state_dict`` / ``load_state_dict``).
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from myxtts.train.batches import Batches
 from myxtts.train.compile import resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.optim import build_optimizer, build_scheduler
-from myxtts.train.precision import Precision, pick_device, resolve
+from myxtts.train.plan import Plan
+from myxtts.train.precision import Precision, device_name, pick_device, resolve
 from myxtts.train.step import TrainStep
 from myxtts.train.vocoder import VocoderStep
 
@@ -50,8 +51,7 @@ class Run:
     scheduler: object
     sampler: object                # the training split's BucketSampler (the run's shapes)
     batches: Batches | None        # endless device batches (None when not asked for)
-    compile_note: str = ""         # how train.compile=auto was resolved, for the run header
-    budget_note: str = ""          # how data.frame_budget=auto was resolved, for the run header
+    plan: Plan                     # what the settings resolved to (cfg holds the result)
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
@@ -83,48 +83,75 @@ def seed_everything(cfg: Config, rank: int = 0) -> None:
 
 
 def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
-              compile: str | None = None, precision: str | None = None,
-              backend: str | None = None, with_batches: bool = True,
-              frame_budget: int | None = None) -> Run:
-    """Assemble a run on this process's device. ``compile`` and ``precision`` override
-    ``train.compile`` / ``train.precision`` and ``backend`` torch.compile's backend (the
-    measuring commands compare modes). ``frame_budget``: what ``data.frame_budget=auto`` chose
-    when this run started (a resume takes it rather than measuring again)."""
+              plan: Plan | None = None, compile: str | None = None, precision: str | None = None,
+              backend: str | None = None, with_batches: bool = True) -> Run:
+    """Assemble a run on this process's device, as ``plan`` says (resolved from ``cfg`` here
+    when not given). ``compile`` and ``precision`` override ``train.compile`` /
+    ``train.precision`` and ``backend`` torch.compile's backend (the measuring commands compare
+    modes)."""
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
     info = info or DistInfo()
     tcfg = dataclasses.replace(cfg.train, **{k: v for k, v in (("compile", compile),
                                                                ("precision", precision)) if v})
     cfg = dataclasses.replace(cfg, train=tcfg)
-    device = pick_device(info.local_rank)
-    budget_note = ""
-    if stage == "acoustic":  # sized before seeding: measuring draws random numbers
-        cfg, budget_note = size_batches(cfg, data, device, info, frame_budget)
-        tcfg = cfg.train
+    plan = plan or resolve_plan(cfg, data, stage=stage, info=info)
+    cfg, device = plan.apply(cfg), torch.device(plan.device)
     seed_everything(cfg, info.rank)
-    prec = resolve(tcfg.precision, device)
-    # The vocoder stage's step runs eagerly whatever train.compile says; the run's config (saved
-    # with its checkpoints) says so too.
-    mode, note = resolve_compile(tcfg.compile, device, info.enabled) if stage == "acoustic" else ("off", "")
-    if mode != "off":
-        use_cache(tcfg.compile_cache)
-    tcfg = dataclasses.replace(tcfg, compile=mode)
-    cfg = dataclasses.replace(cfg, train=tcfg)
+    prec = resolve(plan.precision, device)
+    if plan.compile != "off":
+        use_cache(cfg.train.compile_cache)
     if stage == "vocoder":
-        return _vocoder(cfg, data, info, device, prec, with_batches)
+        return _vocoder(cfg, data, info, device, prec, with_batches, plan)
     cache = Cache(data, expect=cfg)
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
-    opt = build_optimizer(core, tcfg)
-    sched = build_scheduler(opt, tcfg)
-    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, tcfg, backend)
+    opt = build_optimizer(core, cfg.train)
+    sched = build_scheduler(opt, cfg.train)
+    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train, backend)
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
-               note, budget_note)
+               plan)
+
+
+def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
+                 saved: Plan | None = None) -> Plan:
+    """What ``cfg`` resolves to on this process's device. A resume passes the plan it ``saved``:
+    its batches and learning rate are kept as they were, and so are its precision and compile
+    mode unless the run moved to another kind of device (then they resolve again, and a note
+    says so)."""
+    info = info or DistInfo()
+    device = pick_device(info.local_rank)
+    notes: list[str] = []
+    if saved is not None:
+        budget, max_batch, lr = saved.frame_budget, saved.max_batch_size, saved.lr
+        notes.append(f"batches and learning rate as planned when this run started (data.frame_budget "
+                     f"{budget}, train.lr {lr:.3g})")
+    else:
+        sized = cfg
+        if stage == "acoustic":  # the vocoder's batches are segments of a fixed size
+            sized, note = size_batches(cfg, data, device, info)
+            notes += [note] if note else []
+        budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, sized.train.lr
+    same_device = saved is not None and torch.device(saved.device).type == device.type
+    if same_device:
+        precision, mode = saved.precision, saved.compile
+    else:
+        if saved is not None:
+            notes.append(f"planned on {saved.device}, resumed on {device}: precision and compile "
+                         "resolved again")
+        precision = resolve(cfg.train.precision, device).name
+        # The vocoder stage's step runs eagerly whatever train.compile says; its plan says so.
+        mode, note = resolve_compile(cfg.train.compile, device, info.enabled) \
+            if stage == "acoustic" else ("off", "")
+        notes += [note] if note else []
+    return Plan(device=str(device), device_name=device_name(device), precision=precision,
+                compile=mode, frame_budget=budget, max_batch_size=max_batch, lr=lr,
+                world_size=info.world_size, notes=tuple(notes))
 
 
 def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
-                 given: int | None = None, probe=None) -> tuple[Config, str]:
+                 probe=None) -> tuple[Config, str]:
     """Resolve ``data.frame_budget=auto`` (train/sizing.py): the config to train with (budget,
     batch cap and learning rate) and a line saying what was chosen and why. ``probe(cfg)``
     makes the object whose ``fits(budget)`` measures a candidate (a GPU measurement by default;
@@ -132,9 +159,7 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
     d = cfg.data
     if d.frame_budget != "auto":
         return cfg, ""
-    if given is not None:
-        budget, why = given, "as chosen when this run started"
-    elif device.type != "cuda" and probe is None:
+    if device.type != "cuda" and probe is None:
         return S.with_budget(cfg, d.base_frame_budget), \
             f"data.frame_budget=auto: {d.base_frame_budget} (data.base_frame_budget; memory is sized on a GPU only)"
     else:
@@ -163,13 +188,13 @@ def gpu_probe(data, device: torch.device, info: DistInfo):
     measured against 85 % of the memory free before it was built."""
     def make(cfg: Config) -> S.MemoryProbe:
         free = S.free_memory(device)
-        rig = build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank), compile="off",
+        run = build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank), compile="off",
                         with_batches=False)
-        return S.MemoryProbe(rig, int(S.HEADROOM * free))
+        return S.MemoryProbe(run, int(S.HEADROOM * free))
     return make
 
 
-def _vocoder(cfg, data, info, device, prec, with_batches) -> Run:
+def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
     if info.enabled or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("the vocoder stage runs on one process; start it without torchrun")
     # Asked first, so that a cache without waveforms gets this message rather than a settings
@@ -185,4 +210,4 @@ def _vocoder(cfg, data, info, device, prec, with_batches) -> Run:
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     step_fn = VocoderStep(cfg, gen, mpd, msd, prec, len(sampler))
     return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, step_fn.opt_g,
-               step_fn.sched_g, sampler, batches)
+               step_fn.sched_g, sampler, batches, plan)

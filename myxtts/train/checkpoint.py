@@ -4,6 +4,7 @@
         model.safetensors   weights + config + vocabulary (models.checkpoint format)
         state.pt            one entry per run component (loop position, step counters and scaler,
                             optimizer, schedule, batch position) plus every rank's RNG state
+        plan.json           what the run's settings resolved to (train/plan.py): a resume reads it
     RUN/best/model.safetensors      the weights with the lowest validation loss so far
 
 A checkpoint is written into a temporary directory and renamed into place, so a run killed
@@ -62,7 +63,7 @@ def set_rng_state(state: dict) -> None:
 
 
 def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, keep_last: int,
-         kind: str = "acoustic") -> Path:
+         kind: str = "acoustic", plan=None) -> Path:
     root = run / "checkpoints"
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
@@ -70,6 +71,8 @@ def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, kee
     tmp.mkdir(parents=True)
     save_model(tmp / "model.safetensors", model, cfg, vocab_symbols, kind=kind, step=step)
     torch.save(train_state, tmp / "state.pt")
+    if plan is not None:
+        plan.save(tmp)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     for old in checkpoint_dirs(run)[:-keep_last]:

@@ -95,34 +95,27 @@ def cache_hits() -> tuple[int, int]:
     return int(c["fxgraph_cache_hit"]), int(c["fxgraph_cache_miss"])
 
 
-def compile_shapes(run, progress=None) -> float:
+def compile_shapes(run, progress=None, batches=None) -> list[float]:
     """Compile the step for every bucket shape before training: forward, loss and backward of a
-    batch of each shape, with the gradients dropped and the random state put back, so the run
-    trains exactly as it would have without this (exact resume included). ``progress(k, n,
-    elapsed_s)`` is called after each shape. Returns the seconds taken (0 when eager)."""
+    batch of each shape (``batches``, device tensors; one per bucket of the run's sampler when
+    not given), with the gradients dropped and the random state put back, so the run trains
+    exactly as it would have without this (exact resume included). ``progress(k, n,
+    elapsed_s)`` is called after each shape. Returns the seconds each shape took (none when
+    eager)."""
     if run.step_fn.compile_mode == "off":
-        return 0.0
-    bb = BucketBatches(run.cache, run.cfg, run.device)
-    n = len(run.sampler.buckets)
-    t0 = time.perf_counter()
-    compile_batches(run.step_fn, (bb.of_bucket(run.sampler, b) for b in range(n)), run.device, n, progress)
-    return time.perf_counter() - t0
-
-
-def compile_batches(step_fn, batches, device: torch.device, n: int | None = None,
-                    progress=None) -> list[float]:
-    """Compile ``step_fn`` for the shape of each batch (``step_fn.compile_shape``: weights and
-    gradients untouched) under a forked random state. Returns the seconds each one took;
-    ``progress(k, n, elapsed_s)`` is called after each."""
-    devices = [device] if device.type == "cuda" else []
+        return []
+    if batches is None:
+        bb = BucketBatches(run.cache, run.cfg, run.device)
+        batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.sampler.buckets))]
+    devices = [run.device] if run.device.type == "cuda" else []
     seconds: list[float] = []
     t0 = time.perf_counter()
     with torch.random.fork_rng(devices=devices):
         for batch in batches:
             t = time.perf_counter()
-            step_fn.compile_shape(batch)
-            sync(device)
+            run.step_fn.compile_shape(batch)
+            sync(run.device)
             seconds.append(time.perf_counter() - t)
             if progress is not None:
-                progress(len(seconds), n, time.perf_counter() - t0)
+                progress(len(seconds), len(batches), time.perf_counter() - t0)
     return seconds

@@ -11,20 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from myxtts.config import Config
-from myxtts.train.precision import device_name
-
-
-def device_label(device: torch.device) -> str:
-    return f"{device} ({device_name(device)})"
 
 
 class TrainLog:
     def __init__(self, out: Path, cfg: Config, is_main: bool, progress: bool):
         self.out, self.cfg, self.main = out, cfg, is_main
-        self.best = False       # the loop saves the next checkpoint as best/ when set
         self._bar = self._jsonl = None
         self._progress = progress
         self._t0 = time.perf_counter()

@@ -1,10 +1,10 @@
 """The training loop both stages share: pull batches, step, time, log, check, checkpoint, stop.
 
 ``Loop.step_once`` is the unit everything runs: the trainer's ``fit`` calls it until
-``train.max_steps``, and ``myxtts profile`` calls the same method under its own timers and the
-profiler. Measurement plugs in from outside through ``TrainStep.hooks`` (objects whose
-``phase(name)`` marks the edges inside a step) and the ``StepTimer`` the loop is given; the loop
-itself reads nothing back from the GPU except on logging steps.
+``train.max_steps``, and every command that measures training (``observe.measure``) calls the
+same method on its own batches. Measurement plugs in from outside, through ``TrainStep.hooks``
+(objects whose ``phase(name)`` marks the phases inside a step) and the ``StepTimer`` the loop is
+given; the loop itself reads nothing back from the GPU except on logging steps.
 
 Stops: SIGINT/SIGTERM (to the trainer, its process group or, under torchrun, any rank) and
 ``train.time_budget_s`` end the run after the step in progress, with a checkpoint; the run
@@ -23,13 +23,9 @@ from myxtts.config import MIN_FRAME_BUDGET, MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
-from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
-from myxtts.train.precision import sync
 from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer
-
-FULL_SPEED_WITHIN = 0.10  # a step this close to its steady-state time runs at full speed
 
 
 class StopRequested:
@@ -67,30 +63,13 @@ def oom_error(run: Run) -> UserError:
                      "`myxtts tune` find the largest budget that fits")
 
 
-def warm_up(run: Run, progress=None, bb: BucketBatches | None = None) -> float:
-    """One step per bucket shape, so every shape compiles before the first timed step.
-    ``progress(k, n, elapsed_s)`` is called after each shape. Returns the seconds taken.
-
-    The warm-up steps update the weights like any step, so only the measuring commands use it; a
-    training run compiles every shape before step 1 with ``train.compile.compile_shapes``, which
-    leaves the weights and the random state as they were, so that resuming stays exact."""
-    bb = bb or BucketBatches(run.cache, run.cfg, run.device)
-    n = len(run.sampler.buckets)
-    t0 = time.perf_counter()
-    for b in range(n):
-        run.step_fn([bb.of_bucket(run.sampler, b)])
-        if progress is not None:
-            sync(run.device)
-            progress(b + 1, n, time.perf_counter() - t0)
-    sync(run.device)
-    return time.perf_counter() - t0
-
-
 @dataclass
 class LoopState:
-    """The loop's own checkpointed state."""
+    """The loop's own state: checkpointed, except ``save_best`` (this step's validation loss is
+    the best so far: the next checkpoint is also saved as ``best/``)."""
     step: int = 0
     best_val: float = math.inf
+    save_best: bool = False
 
     def state_dict(self) -> dict:
         return {"step": self.step, "best_val": self.best_val}
@@ -100,8 +79,11 @@ class LoopState:
 
 
 class Loop:
-    def __init__(self, run: Run, timer: StepTimer | None = None):
+    def __init__(self, run: Run, timer: StepTimer | None = None, batches=None):
+        """``batches``: where ``step_once`` takes its batches (an object with ``next() ->
+        Batch``); the run's own stream by default."""
         self.run = run
+        self.batches = batches or run.batches
         fps = run.cfg.audio.sample_rate / run.cfg.audio.hop_length
         self.timer = timer or StepTimer(run.device, warmup_steps=len(run.shapes),
                                         frames_per_second=fps)
@@ -109,18 +91,13 @@ class Loop:
         self.seen_shapes: set = set()
         self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
         self.last_host_ms = 0.0
-        self.t0 = time.perf_counter()
-        self.history: list[tuple[float, float]] = []  # (s since t0 at the step's end, step ms)
-
-    HISTORY = 4096  # steps kept for time_to_full_speed; full speed comes long before
 
     def step_once(self) -> list[dict]:
-        """One optimizer step on the next ``micro_batches`` batches of the stream; returns them.
+        """One optimizer step on the next ``micro_batches`` batches; returns them.
         ``last_host_ms`` is the host time the step call took (launching, or computing on a CPU)."""
         run, timer = self.run, self.timer
-        s0 = time.perf_counter()
         with timer.data_wait():
-            got = [run.batches.next() for _ in range(run.step_fn.micro_batches)]
+            got = [self.batches.next() for _ in range(run.step_fn.micro_batches)]
         micro = [b.tensors for b in got]
         shape = tuple(micro[0]["mel"].shape)
         new_shape = shape not in self.seen_shapes
@@ -133,9 +110,6 @@ class Loop:
         if not new_shape:
             self.recompiles += compiled_graphs() - graphs
         self.state.step += 1
-        if len(self.history) < self.HISTORY:
-            end = time.perf_counter()
-            self.history.append((end - self.t0, (end - s0) * 1000.0))
         timer.step_done(frames=sum(run.step_fn.frames_of(b) for b in got),
                         samples=sum(b.samples for b in got))
         return micro
@@ -144,7 +118,7 @@ class Loop:
     def components(self) -> dict:
         return {"loop": self.state, **self.run.components}
 
-    def save(self, out, log) -> None:
+    def save(self, out) -> None:
         """Every rank's RNG state, every component's state, rank 0 writes."""
         run = self.run
         rng = [ckpt.rng_state()]
@@ -155,10 +129,10 @@ class Loop:
         if run.info.is_main:
             path = ckpt.save(out, self.state.step, run.model, run.cfg, run.cache.vocab.symbols,
                              ckpt.gather_state(self.components(), rng), run.cfg.train.keep_last,
-                             kind=run.stage)
-            if log.best:
+                             kind=run.stage, plan=run.plan)
+            if self.state.save_best:
                 ckpt.save_best(out, path)
-                log.best = False
+        self.state.save_best = False
         D.barrier(run.info)
 
     def restore(self, path) -> None:
@@ -208,7 +182,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             if not info.enabled or step % check_every == 0:
                 stop = D.any_flag(stopper.flag or out_of_time, info, run.device)
             if step % cfg.checkpoint_every == 0 or last or stop:
-                loop.save(out, log)
+                loop.save(out)
             if stop:
                 stopped = "time budget reached" if out_of_time else "stop requested"
                 log.say(f"{stopped}: stopped at step {step}; checkpoint saved. Resume with the "
@@ -222,23 +196,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     if run.device.type == "cuda":
         summary["peak_memory_gib"] = torch.cuda.max_memory_allocated(run.device) / 2**30
     summary.update(stage=run.stage, steps=loop.state.step, stopped=stopped,
-                   time_to_full_speed_s=time_to_full_speed(loop.history),
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
-                   padding_pct=run.batches.padding_pct, frame_budget=run.cfg.data.fixed_budget,
-                   device=str(run.device),
-                   precision=run.precision.name, compile=run.step_fn.compile_mode,
-                   world_size=info.world_size)
+                   padding_pct=run.batches.padding_pct)
     return summary
-
-
-def time_to_full_speed(history: list[tuple[float, float]], within: float = FULL_SPEED_WITHIN) -> float | None:
-    """Seconds from the loop's start until a step first ran within ``within`` (10 %) of the
-    steady-state step time, the median of the later half of the steps; None for too few steps."""
-    if len(history) < 8:
-        return None
-    steady = sorted(ms for _, ms in history[len(history) // 2:])[len(history[len(history) // 2:]) // 2]
-    for t, ms in history:
-        if ms <= steady * (1 + within):
-            return t
-    return None

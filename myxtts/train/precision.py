@@ -7,7 +7,9 @@ are switched on for CUDA: full-precision storage with tensor-core throughput.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -58,9 +60,30 @@ def resolve(setting: str, device: torch.device) -> Precision:
     return Precision(device, setting, dtype)
 
 
-def device_name(device: torch.device) -> str:
-    """The GPU's name, or "CPU"."""
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+def device_name(device: torch.device | None = None) -> str:
+    """The GPU's name (this process's GPU by default), or the CPU's model and usable cores: what
+    every record and run header names the machine by."""
+    if device is None:
+        device = pick_device()
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} ({usable_cpus()} cores)"
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a container's cgroup/affinity, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def sync(device: torch.device) -> None:

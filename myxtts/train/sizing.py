@@ -22,8 +22,8 @@ Learning rate: ``train.lr`` is the rate for a batch of ``data.base_frame_budget`
 gradient noise falls as 1/batch, so the step may grow as its square root). A budget set by hand
 is taken with ``train.lr`` as given.
 
-The budget chosen is saved in the run's ``config.yaml``; a resumed run reads it back
-(:func:`chosen_budget`) instead of measuring again, so it keeps the same shapes and the same rate.
+The budget chosen is part of the run's plan (train/plan.py); a resumed run reads it back instead
+of measuring again, so it keeps the same shapes and the same rate.
 """
 from __future__ import annotations
 
@@ -32,10 +32,8 @@ import gc
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-import yaml
 
 from myxtts.config import MIN_FRAME_BUDGET, Config
 from myxtts.train.batches import BucketBatches, largest_bucket
@@ -114,33 +112,33 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = 
 
 
 class MemoryProbe:
-    """One eager step of the largest bucket at a candidate budget, on a run (``rig``, built with
+    """One eager step of the largest bucket at a candidate budget, on a run (built with
     ``train.compile=off`` and no batches) that is reused for every candidate. ``limit_bytes``:
     the peak reserved memory a candidate may reach."""
 
-    def __init__(self, rig, limit_bytes: int):
-        self.rig, self.limit = rig, limit_bytes
+    def __init__(self, run, limit_bytes: int):
+        self.run, self.limit = run, limit_bytes
         self.trials: list[dict] = []
 
     def fits(self, budget: int) -> bool:
         from myxtts.data.loader import make_sampler
 
-        cfg_b = with_budget(self.rig.cfg, budget)
-        sampler = make_sampler(self.rig.cache, cfg_b, "train")
+        cfg_b = with_budget(self.run.cfg, budget)
+        sampler = make_sampler(self.run.cache, cfg_b, "train")
         big = largest_bucket(sampler)
-        dev = self.rig.device
+        dev = self.run.device
         gc.collect()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(dev)
         oom = False
         try:
-            self.rig.step_fn([BucketBatches(self.rig.cache, cfg_b, dev).of_bucket(sampler, big)])
+            self.run.step_fn([BucketBatches(self.run.cache, cfg_b, dev).of_bucket(sampler, big)])
             sync(dev)
         except RuntimeError as e:  # torch.OutOfMemoryError, or cuBLAS/cuDNN failing to allocate
             if not isinstance(e, torch.OutOfMemoryError) and "ALLOC_FAILED" not in str(e):
                 raise
             oom = True  # the failed step's tensors die with its frames; freed below
-        self.rig.step_fn.opt.zero_grad(set_to_none=True)
+        self.run.step_fn.opt.zero_grad(set_to_none=True)
         gc.collect()
         torch.cuda.empty_cache()
         peak = torch.cuda.max_memory_reserved(dev)
@@ -151,8 +149,8 @@ class MemoryProbe:
         return ok
 
     def close(self) -> None:
-        self.rig.close()
-        self.rig = None
+        self.run.close()
+        self.run = None
         gc.collect()
         torch.cuda.empty_cache()
 
@@ -162,29 +160,9 @@ def free_memory(device: torch.device) -> int:
     return int(torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device))
 
 
-def chosen_budget(run_dir: str | Path) -> int | None:
-    """The frame budget a run folder's saved config holds, when it is a number (None otherwise)."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        return None
-    value = ((yaml.safe_load(path.read_text()) or {}).get("data") or {}).get("frame_budget")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def describe(trial: dict) -> str:
     """One search step as a line: budget, largest batch, what it used."""
     return (f"frame_budget={trial['frame_budget']}: largest batch "
             f"{'x'.join(map(str, trial['largest_shape']))} -> "
             + ("out of memory" if trial["oom"] else f"peak {trial['peak_pct']:.0f} % of free memory")
             + ("" if trial["fits"] else " (too big)"))
-
-
-def as_saved(asked: Config, used: Config) -> Config:
-    """The config a run folder keeps: as asked, except that a budget ``auto`` chose is written
-    out with the batch cap and learning rate that came with it, so that resuming, or training
-    again from this file, uses the same shapes and the same rate."""
-    if asked.data.frame_budget != "auto":
-        return asked
-    data = dataclasses.replace(asked.data, frame_budget=used.data.frame_budget,
-                               max_batch_size=used.data.max_batch_size)
-    return dataclasses.replace(asked, data=data, train=dataclasses.replace(asked.train, lr=used.train.lr))

@@ -23,7 +23,7 @@ from myxtts.errors import UserError
 from myxtts.train.compile import compile_blocks
 from myxtts.train.precision import Precision
 
-COMPILE_MODES = {"default": None, "max-autotune": "max-autotune", "cudagraphs": "reduce-overhead"}
+COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
 
 
 def compiled_graphs() -> int:
@@ -133,7 +133,9 @@ class TrainStep(StepCounters):
         self.micro_batches = cfg.grad_accum
         self.compile_mode = cfg.compile
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
-        self.hooks: list = []   # objects with phase(name): measurement marks inside the step
+        # Objects with phase(name), told where forward, backward (with clipping) and optimizer
+        # (with the schedule) start: measurement from outside (train.timers, profile ranges).
+        self.hooks: list = []
         self.loss_fn = self._forward_loss
         if cfg.compile != "off":
             if cfg.compile == "cudagraphs" and dev.type != "cuda":
@@ -173,7 +175,7 @@ class TrainStep(StepCounters):
             with sync:
                 self._mark("forward")
                 losses = self.loss_fn(batch)
-                self._mark("forward_end")
+                self._mark("backward")
                 loss = losses["loss"] / n
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
             self.add(losses)
@@ -192,7 +194,6 @@ class TrainStep(StepCounters):
         else:
             self.opt.found_inf = bad.float()
             self.opt.step()
-        self._mark("optimizer_end")
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
 

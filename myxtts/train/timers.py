@@ -1,50 +1,44 @@
-"""Step timing for the training loop: where each step's wall time goes, without host syncs.
+"""Step timing: the one definition of a timed step, of warm-up and of time to full speed.
 
-The question users of every TTS trainer ask is "is it the loader or the GPU?" (docs/design.md).
-``StepTimer`` answers it with three intervals per step and the wall time between steps:
+Every command that times training steps (the trainer's ``fit``, ``profile``, ``doctor``,
+``tune`` and ``bench train``) runs ``train.loop.Loop`` with a ``StepTimer``; nothing else times
+a step. Per step it records:
 
-* data wait  -- host time blocked in ``next(loader)``: the GPU may starve during it;
-* h2d        -- the host-to-device copy that is *not* overlapped. On CUDA it is timed with
-                events on the compute stream, so it measures how long that stream stalled on the
-                prefetcher's copy (or on a synchronous copy), not how long the host was busy;
-* compute    -- CUDA-event time of the step (forward, loss, backward, optimizer), keyed by the
-                batch shape, because a compiled step has one cost per shape and oscillation is
-                defined as the CoV of step time *within* one shape.
+* data wait  -- host time blocked in ``next(batches)``: the GPU may starve during it;
+* compute    -- device time of the step (forward, loss, backward, optimizer): CUDA events on the
+                compute stream, keyed by the batch shape, because a compiled step has one cost
+                per shape and oscillation is the CoV of step time *within* one shape;
+* phases     -- only when the timer is one of the step's hooks (``TrainStep.hooks``): device
+                time of forward(+loss), backward(+clipping) and optimizer(+schedule) within it;
+* wall       -- host time from one ``step_done`` to the next.
 
-input-bound % = (data wait + h2d) / wall (docs/design.md, "How we measure"). Compute-share is reported too; what is
-left (``other_pct``) is host time outside all three (logging, checkpoints, Python between steps).
+input-bound % = data wait / wall (docs/design.md, "How we measure"); the host-to-device copy is
+overlapped by the prefetcher and only a profiler trace can see what of it is exposed, so
+``myxtts profile`` adds that share and nothing here reports it. ``other_pct`` is what is left
+(logging, checkpoints, Python between steps).
+
+Warm-up: the first ``warmup_steps`` steps and the first step of every shape (it compiles) are
+kept out of the statistics; ``first_ms`` keeps the latter per shape. Time to full speed: the
+seconds from ``origin`` to the end of the first step from which every later step runs within
+``FULL_SPEED_WITHIN`` of its shape's median step time after warm-up.
 
 CUDA events are recorded every step but read lazily: ``flush()`` (called by ``window()`` and
 ``summary()``, i.e. on logging steps) only reads events the GPU has already passed
 (``Event.query()``), so the timer never adds a host sync; ``summary()`` waits for the rest once.
-
-Usage (``train.loop.Loop`` keeps the first step of each bucket shape out of the statistics)::
-
-    timer = StepTimer(device, warmup_steps=len(run.shapes), frames_per_second=sr / hop)
-    for step in range(max_steps):
-        with timer.data_wait():
-            batch = next(batches)
-        with timer.h2d():
-            batch = prefetcher.wait(batch)          # or batch.to(device, non_blocking=True)
-        with timer.compute(batch.mel.shape):
-            loss = train_step(batch)
-        timer.step_done(frames=batch.n_frames, samples=batch.size)
-        if step % log_every == 0:
-            w = timer.window()                      # stats since the previous window() call
-    run.update(timer.summary())                     # keys read by diagnose() and write_report()
 """
 from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
-RESERVOIR = 512  # recent compute times kept per shape, for median/p95
+RESERVOIR = 512          # recent compute times kept per shape, for median/p95
+FULL_SPEED_WITHIN = 0.10  # a step this close to its shape's steady-state time runs at full speed
+FULL_SPEED_RUN = 8        # ... and this many in a row: one fast step between compiles is not it
 
 
 def shape_key(shape) -> str:
@@ -132,8 +126,8 @@ class _Acc:
     steps: int = 0
     wall_s: float = 0.0
     data_wait_s: float = 0.0
-    h2d_ms: float = 0.0
     compute_ms: float = 0.0
+    phase_ms: dict = field(default_factory=dict)
     frames: float = 0.0
     samples: float = 0.0
     wall: _Welford = field(default_factory=_Welford)
@@ -141,24 +135,32 @@ class _Acc:
 
 
 class StepTimer:
+    """Times the steps of one ``Loop``: see the module docstring for what each figure means."""
+
+    HISTORY = 4096  # steps kept for time to full speed; full speed comes long before
+
     def __init__(self, device="cpu", *, warmup_steps: int = 0, frames_per_second: float | None = None,
-                 now=time.perf_counter):
+                 origin: float | None = None, now=time.perf_counter):
         dev = str(device)
         self.on_cuda = dev.startswith("cuda")
         self._clock = _CudaClock(device) if self.on_cuda else _HostClock(now)
         self._now = now
+        self.origin = now() if origin is None else origin  # time to full speed counts from here
         self.warmup_steps = warmup_steps
         self.frames_per_second = frames_per_second
         self.step = 0                       # steps completed (step_done calls)
         self._last = None                   # host time of the previous step boundary
         self._wait_s = 0.0                  # data wait of the step in progress
+        self._key = None                    # shape key of the step in progress
+        self._phase = None                  # (name, start mark) of the phase in progress
         self._open: list = []               # (kind, shape, start, end, first) of the step in progress
         self._pending: deque = deque()      # (counted, kind, shape, start, end, first), in stream order
         self._seen: set = set()
         self.first_ms: dict[str, float] = {}  # first (compiling) step per shape
+        self.history: list[tuple[float, str, float, bool]] = []  # (end s since origin, shape, wall ms, counted)
         self._total, self._win = _Acc(), _Acc()
 
-    # ------------------------------------------------------------------------ the three phases
+    # ------------------------------------------------------------------------ the step's parts
     def _begin(self) -> None:
         if self._last is None:
             self._last = self._now()
@@ -173,25 +175,29 @@ class StepTimer:
             self._wait_s += self._now() - t
 
     @contextmanager
-    def h2d(self):
-        self._begin()
-        a = self._clock.mark()
-        try:
-            yield
-        finally:
-            self._open.append(("h2d", None, a, self._clock.mark(), False))
-
-    @contextmanager
     def compute(self, shape=()):
         self._begin()
-        key = shape_key(shape)
+        key = self._key = shape_key(shape)
         first = key not in self._seen
         self._seen.add(key)
         a = self._clock.mark()
         try:
             yield
         finally:
+            self._close_phase()
             self._open.append(("compute", key, a, self._clock.mark(), first))
+
+    def phase(self, name: str) -> None:
+        """``TrainStep`` hook: a phase of the step (forward, backward, optimizer) starts here and
+        lasts until the next one starts or the step ends."""
+        self._close_phase()
+        self._phase = (name, self._clock.mark())
+
+    def _close_phase(self) -> None:
+        if self._phase is not None:
+            name, a = self._phase
+            self._open.append((name, self._key, a, self._clock.mark(), False))
+            self._phase = None
 
     def restart(self) -> None:
         """Leave the time since the last step (a periodic evaluation) out of the next step's."""
@@ -199,7 +205,7 @@ class StepTimer:
 
     def step_done(self, frames: float = 0, samples: float = 0) -> None:
         """Close one optimizer step: its wall time runs from the previous step_done (or the first
-        phase entered) to now. Steps before ``warmup_steps`` only feed ``first_ms``."""
+        part entered) to now. Steps before ``warmup_steps`` only feed ``first_ms``."""
         self._begin()
         t = self._now()
         wall, self._last = t - self._last, t
@@ -212,6 +218,9 @@ class StepTimer:
                 acc.frames += frames
                 acc.samples += samples
                 acc.wall.add(wall * 1000.0)
+        if len(self.history) < self.HISTORY:
+            first = any(iv[0] == "compute" and iv[4] for iv in self._open)
+            self.history.append((t - self.origin, self._key, wall * 1000.0, counted and not first))
         self._pending.extend((counted, *iv) for iv in self._open)
         self._open, self._wait_s = [], 0.0
         self.step += 1
@@ -235,14 +244,14 @@ class StepTimer:
             if not counted:
                 continue
             for acc in (self._total, self._win):
-                if kind == "h2d":
-                    acc.h2d_ms += ms
-                else:
-                    acc.compute_ms += ms
-                    if not first:
-                        sh = acc.shapes.setdefault(key, _Shape())
-                        sh.times.add(ms)
-                        sh.recent.append(ms)
+                if kind != "compute":
+                    acc.phase_ms[kind] = acc.phase_ms.get(kind, 0.0) + ms
+                    continue
+                acc.compute_ms += ms
+                if not first:
+                    sh = acc.shapes.setdefault(key, _Shape())
+                    sh.times.add(ms)
+                    sh.recent.append(ms)
 
     def window(self) -> dict:
         """Statistics since the previous ``window()`` call, for the progress line (no sync)."""
@@ -253,7 +262,24 @@ class StepTimer:
     def summary(self) -> dict:
         """Statistics of all steps after warm-up (waits once for outstanding events)."""
         self.flush(wait=True)
-        return self._stats(self._total)
+        return {**self._stats(self._total), "time_to_full_speed_s": self.full_speed_s()}
+
+    def full_speed_s(self) -> float | None:
+        """Seconds from ``origin`` to the end of the first step from which ``FULL_SPEED_RUN``
+        steps in a row (or all the steps left) ran within ``FULL_SPEED_WITHIN`` of their shape's
+        median after warm-up; None before every shape seen has such a median."""
+        steady: dict[str, list[float]] = {}
+        for _, key, ms, counted in self.history:
+            if counted:
+                steady.setdefault(key, []).append(ms)
+        if not steady or any(key not in steady for _, key, _, _ in self.history):
+            return None
+        median = {k: float(np.median(v)) for k, v in steady.items()}
+        fast = [ms <= (1 + FULL_SPEED_WITHIN) * median[key] for _, key, ms, _ in self.history]
+        for i, (end, *_) in enumerate(self.history):
+            if all(fast[i:i + FULL_SPEED_RUN]):
+                return end
+        return None
 
     def _stats(self, acc: _Acc) -> dict:
         wall_ms = acc.wall_s * 1000.0
@@ -271,51 +297,18 @@ class StepTimer:
             tput = {"frames_per_s": acc.frames / wall_s, "samples_per_s": acc.samples / wall_s}
             if self.frames_per_second:
                 tput["audio_s_per_s"] = acc.frames / self.frames_per_second / wall_s
-        ib = pct(wait_ms + acc.h2d_ms)
-        comp = pct(acc.compute_ms)
+        ib, comp = pct(wait_ms), pct(acc.compute_ms)
         return {
             "steps": acc.steps,
             "wall_s": wall_s,
             "step_ms": acc.wall.mean if acc.steps else None,
             "step_cov_pct": acc.wall.cov_pct,
             "input_bound_pct": ib,
-            "data_wait_pct": pct(wait_ms),
-            "h2d_pct": pct(acc.h2d_ms),
+            "data_wait_pct": ib,
             "compute_pct": comp,
             "other_pct": None if ib is None else max(0.0, 100.0 - ib - comp),
+            "phase_ms": {k: v / acc.steps for k, v in acc.phase_ms.items()} if acc.steps else {},
             "step_by_shape": shapes,
             "throughput": tput,
             "timing": "cuda-events" if self.on_cuda else "host perf_counter",
         }
-
-
-class SyncCount:
-    """Result of ``count_host_syncs``: ``count`` is None where it cannot be measured (no CUDA)."""
-
-    def __init__(self):
-        self.count: int | None = None
-        self.reason = ""
-
-
-@contextmanager
-def count_host_syncs():
-    """Count synchronising CUDA calls (``.item()``, ``.cpu()``, ``nonzero`` ...) inside the block.
-
-    Uses torch's sync debug mode, which warns on every synchronising call; for profile/doctor
-    runs of a few steps, not for the training loop (the warning path is slow).
-    """
-    res = SyncCount()
-    import torch
-    if not torch.cuda.is_available():
-        res.reason = "no CUDA device"
-        yield res
-        return
-    prev = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            yield res
-        finally:
-            torch.cuda.set_sync_debug_mode(prev)
-            res.count = sum("synchroniz" in str(w.message) for w in caught)

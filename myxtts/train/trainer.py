@@ -15,11 +15,11 @@ from myxtts.config import Config
 from myxtts.models.xtts import count_parameters
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
-from myxtts.train.build import Run, build_run
+from myxtts.train.build import Run, build_run, resolve_plan
 from myxtts.train.compile import cache_hits, compile_shapes
-from myxtts.train.log import TrainLog, device_label
+from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
-from myxtts.train.sizing import as_saved, chosen_budget
+from myxtts.train.plan import Plan
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -33,7 +33,8 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     info = D.setup()
     try:
         last = ckpt.resume_point(out, "acoustic")
-        run = build_run(cfg, data, info=info, frame_budget=chosen_budget(out) if last else None)
+        plan = resolve_plan(cfg, data, info=info, saved=Plan.load(last) if last else None)
+        run = build_run(cfg, data, info=info, plan=plan)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
@@ -49,17 +50,15 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     if last is not None:
         loop.restore(last)
         log.say(f"resuming from {last} at step {loop.state.step}")
-    elif info.is_main:
-        # As asked (compile "auto" resolves again on the next machine), with the budget chosen.
-        as_saved(asked, cfg).save(out / "config.yaml")
+    if info.is_main:
+        asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
+        run.plan.save(out)
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
-    note = f" ({run.compile_note})" if run.compile_note else ""
-    log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters | device "
-            f"{device_label(run.device)} | precision {run.precision.name} | compile "
-            f"{cfg.train.compile}{note} | world size {info.world_size}")
-    if run.budget_note:
-        log.say(run.budget_note)
+    log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters | "
+            + " | ".join(f"{k} {v}" for k, v in plan_lines(asked, run.plan).items()))
+    for note in run.plan.notes:
+        log.say(note)
     log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
             f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%")
     compiled = _compile_up_front(run, log)
@@ -71,7 +70,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
                 log.scalars(step, {"val_loss": val})
                 if val < loop.state.best_val:
                     loop.state.best_val = val
-                    log.best = True
+                    loop.state.save_best = True
         if info.is_main and step % cfg.train.sample_every == 0:
             log.sample(step, run.model, run.cache, cfg)
         if evaluate is not None and info.is_main and cfg.train.eval_every and step % cfg.train.eval_every == 0:
@@ -80,10 +79,32 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
 
     summary = fit(loop, out, log, after_step)
     summary.update(compiled)
+    summary.update(run.plan.to_dict(), asked=asked_settings(asked))  # as resolved, and as asked
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(run)
     log.finish(summary)
     return summary
+
+
+def asked_settings(cfg: Config) -> dict:
+    """The settings a plan resolves, as the user gave them."""
+    return {"precision": cfg.train.precision, "compile": cfg.train.compile,
+            "frame_budget": cfg.data.frame_budget, "max_batch_size": cfg.data.max_batch_size,
+            "lr": cfg.train.lr}
+
+
+def plan_lines(asked: Config, plan: Plan) -> dict:
+    """The run header's settings: each as asked, and what it resolved to where that differs."""
+    def both(a, b) -> str:
+        return f"{a}" if a == b else f"{a} -> {b}"
+
+    a = asked_settings(asked)
+    return {"device": f"{plan.device} ({plan.device_name})",
+            "precision": both(a["precision"], plan.precision),
+            "compile": both(a["compile"], plan.compile),
+            "frame budget": both(a["frame_budget"], plan.frame_budget),
+            "lr": both(f"{a['lr']:.3g}", f"{plan.lr:.3g}"),
+            "world size": plan.world_size}
 
 
 def _compile_up_front(run: Run, log) -> dict:
@@ -96,7 +117,7 @@ def _compile_up_front(run: Run, log) -> dict:
 
     hits0, misses0 = cache_hits()
     log.compiling(0, n, 0.0)
-    seconds = compile_shapes(run, log.compiling)
+    seconds = sum(compile_shapes(run, log.compiling))
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
     what = ("a forward and a backward per block kind, shared by every shape" if run.step_fn.compile_mode == "regional"
@@ -142,27 +163,29 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
     ``log`` makes the run's log: ``(out, cfg, is_main, progress) -> TrainLog``."""
     out = Path(out)
     last = ckpt.resume_point(out, "vocoder")
-    run = build_run(cfg, data, stage="vocoder")
+    plan = resolve_plan(cfg, data, stage="vocoder", saved=Plan.load(last) if last else None)
+    run = build_run(cfg, data, stage="vocoder", plan=plan)
     loop = Loop(run)
     log = log(out, cfg, True, progress)
     try:
         if last is not None:
             loop.restore(last)
             log.say(f"resuming from {last} at step {loop.state.step}")
-        else:
-            cfg.save(out / "config.yaml")
+        cfg.save(out / "config.yaml")
+        run.plan.save(out)
         if loop.state.step >= cfg.train.max_steps:
             return log.already_done(loop.state.step)
         step_fn = run.step_fn
         n_disc = count_parameters(step_fn.mpd) + count_parameters(step_fn.msd)
         log.say(f"vocoder: HiFi-GAN {cfg.vocoder.preset}, {count_parameters(run.model) / 1e6:.2f} M "
                 f"generator parameters (+{n_disc / 1e6:.2f} M in the discriminators) | device "
-                f"{device_label(run.device)} | precision {run.precision.name}")
+                f"{run.plan.device} ({run.plan.device_name}) | precision {run.precision.name}")
         seg = cfg.vocoder.segment_frames
         log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
                 f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch "
                 "shapes")
         summary = fit(loop, out, log)
+        summary.update(run.plan.to_dict(), asked=asked_settings(cfg))
     finally:
         run.close()
     log.finish(summary)

@@ -7,7 +7,7 @@ import torch
 from myxtts.cli import main
 from myxtts.config import load
 from myxtts.observe import doctor as D
-from myxtts.observe import probes as rig
+from myxtts.observe import probes
 from myxtts.observe.diagnose import budget_to_fill
 from myxtts.observe.measured import Measured, Settings
 
@@ -41,9 +41,10 @@ def test_doctor_json_has_ranked_findings(observe_cache, capsys):  # noqa: F811
 
 
 def test_doctor_names_the_workers_a_slow_loader_needs(observe_cache, capsys, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(rig, "usable_cpus", lambda: 16)
-    monkeypatch.setattr(rig, "time_steps", lambda *a, **k: {"step_ms": 10.0, "steps": 3, "frames_per_s": 1e4})
-    monkeypatch.setattr(rig, "loader_speed", lambda cache, cfg, w, **k: {
+    monkeypatch.setattr(D, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(D, "measure", lambda *a, **k: {"step_ms": 10.0, "steps": 3, "loss": 3.0,
+                                                       "throughput": {"frames_per_s": 1e4}})
+    monkeypatch.setattr(probes, "loader_speed", lambda cache, cfg, w, **k: {
         "workers": w, "ms_per_batch": 40.0 / max(w, 1), "batches_per_s": 25.0 * max(w, 1)})
     assert main(["doctor", "--config", "tiny", "--data", str(observe_cache), "--json", *FAST]) == 0
     r = json.loads(capsys.readouterr().out)
@@ -71,7 +72,7 @@ def test_doctor_flags_a_frame_budget_that_leaves_gpu_memory_unused(observe_cache
 
     def step_test(doc, cfg, data):
         doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=peak_pct)
-        return {"step_ms": 90.0, "frames_per_s": 1e5}, None
+        return {"step_ms": 90.0, "frames_per_s": 1e5}
 
     monkeypatch.setattr(D, "environment", environment)
     monkeypatch.setattr(D, "step_test", step_test)
@@ -104,7 +105,7 @@ def test_doctor_judges_the_budget_auto_resolves_to(observe_cache, monkeypatch): 
     def step_test(doc, cfg, data):
         seen["budget"] = cfg.data.frame_budget
         doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=7.2)
-        return {"step_ms": 90.0, "frames_per_s": 1e5}, None
+        return {"step_ms": 90.0, "frames_per_s": 1e5}
 
     def size_batches(cfg, data, device, info):
         return with_budget(cfg, 4800, scale_lr=True), "data.frame_budget=auto: 4800 frames (sized)"

@@ -4,7 +4,7 @@ import yaml
 
 from myxtts.cli import main
 from myxtts.config import load
-from myxtts.observe import probes as rig
+from myxtts.observe import probes
 from myxtts.observe import tune
 
 from ..train.conftest import FAST
@@ -26,16 +26,16 @@ def test_tune_on_cpu_writes_an_overlay_and_a_merged_config_that_load(observe_cac
 
 
 def test_worker_search_picks_the_fewest_that_keep_input_bound_below_1pct(monkeypatch):
-    monkeypatch.setattr(rig, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(tune, "usable_cpus", lambda: 16)
     calls = []
 
     def speed(cache, cfg, w, **k):
         calls.append(w)
         return {"workers": w, "ms_per_batch": 40.0 / max(w, 1)}
 
-    monkeypatch.setattr(rig, "loader_speed", speed)
+    monkeypatch.setattr(probes, "loader_speed", speed)
     w, trials, why = tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)
     assert w == 5  # 40/5 x 1.25 = 10 ms per batch <= the 10 ms step; 4 workers: 12.5 ms
     assert 4 in calls and "fewest" in why
-    monkeypatch.setattr(rig, "loader_speed", lambda c, f, w, **k: {"workers": w, "ms_per_batch": 0.01})
+    monkeypatch.setattr(probes, "loader_speed", lambda c, f, w, **k: {"workers": w, "ms_per_batch": 0.01})
     assert tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)[0] == 0

@@ -22,7 +22,7 @@ def test_a_cpu_run_with_defaults_is_eager(lj_cache):
     run = build_run(load("tiny", [o for o in FAST if not o.startswith("train.compile")]), lj_cache,
                     with_batches=False)
     assert run.step_fn.compile_mode == "off" and run.cfg.train.compile == "off"
-    assert "eager on the CPU" in run.compile_note
+    assert run.plan.compile == "off" and any("eager on the CPU" in n for n in run.plan.notes)
 
 
 def test_cache_folder_follows_the_setting_then_the_environment(tmp_path, monkeypatch):

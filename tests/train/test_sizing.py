@@ -1,5 +1,7 @@
 """data.frame_budget=auto: the memory search on a simulated peak-memory function, the config it
-resolves to (budget, batch cap, learning rate), and a resume that keeps the budget."""
+resolves to (budget, batch cap, learning rate), and a resume that keeps the budget by reading the
+run's plan."""
+import json
 import math
 
 import pytest
@@ -7,9 +9,11 @@ import torch
 
 from myxtts.config import load
 from myxtts.errors import UserError
+from myxtts.train import build
 from myxtts.train import sizing as S
-from myxtts.train.build import build_run, size_batches
+from myxtts.train.build import build_run, resolve_plan, size_batches
 from myxtts.train.distributed import DistInfo
+from myxtts.train.plan import Plan
 
 from .conftest import FAST
 
@@ -86,12 +90,12 @@ def test_defaults_resolve_on_the_cpu_to_the_preset_budget_and_eager(lj_cache):
     run = build_run(cfg, lj_cache, with_batches=False)
     assert run.cfg.data.frame_budget == load("tiny").data.base_frame_budget == 4000
     assert run.cfg.train.lr == cfg.train.lr and run.cfg.data.max_batch_size == cfg.data.max_batch_size
-    assert run.step_fn.compile_mode == "off" and "GPU only" in run.budget_note
+    assert run.step_fn.compile_mode == "off" and any("GPU only" in n for n in run.plan.notes)
     assert run.sampler.shapes() == build_run(load("tiny", FAST + ["data.frame_budget=4000"]), lj_cache,
                                              with_batches=False).sampler.shapes()
 
 
-def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache, tmp_path):
+def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache, tmp_path, monkeypatch):
     asked = _auto("data.base_frame_budget=1000")  # the fixture corpus holds about 4,300 frames
     mem = FakeMemory(free=4 * GIB, fixed=GIB, per_frame=1_000_000)  # fits about 2,600 frames
     sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=mem)
@@ -102,24 +106,35 @@ def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache,
     assert sized.data.max_batch_size == math.ceil(asked.data.max_batch_size * b / 1000)
     assert f"data.frame_budget=auto: {b} frames" in note
 
-    S.as_saved(asked, sized).save(tmp_path / "config.yaml")
-    assert S.chosen_budget(tmp_path) == b
+    plan = Plan("cuda:0", "GPU", "bf16", "cudagraphs", b, sized.data.max_batch_size, sized.train.lr, 1)
+    plan.save(tmp_path)
+    assert Plan.load(tmp_path) == plan
 
     def no_measuring(cfg):
         raise AssertionError("a resume must not measure again")
 
-    again, note = size_batches(asked, lj_cache, CUDA, DistInfo(), given=S.chosen_budget(tmp_path),
-                               probe=no_measuring)
-    assert again == sized and "as chosen when this run started" in note
-    saved = load(tmp_path / "config.yaml")  # training again from the saved file: same settings
-    assert size_batches(saved, lj_cache, CUDA, DistInfo(), probe=no_measuring)[0] == sized
+    monkeypatch.setattr(build, "size_batches", lambda *a, **k: no_measuring(None))
+    again = resolve_plan(asked, lj_cache, saved=Plan.load(tmp_path))  # resumed on this CPU
+    assert (again.frame_budget, again.max_batch_size, again.lr) == (b, plan.max_batch_size, plan.lr)
+    assert again.apply(asked).data == sized.data and again.apply(asked).train.lr == sized.train.lr
+    assert again.compile == "off" and any("resolved again" in n for n in again.notes)
 
 
-def test_a_budget_set_by_hand_is_neither_measured_nor_scaled(lj_cache, tmp_path):
+def test_a_budget_set_by_hand_is_neither_measured_nor_scaled(lj_cache):
     cfg = load("tiny", FAST)
     assert size_batches(cfg, lj_cache, CUDA, DistInfo(), probe=lambda c: 1 / 0) == (cfg, "")
-    assert S.as_saved(cfg, S.with_budget(cfg, 9000, scale_lr=True)) == cfg
-    assert S.chosen_budget(tmp_path) is None
+    plan = resolve_plan(cfg, lj_cache)
+    assert (plan.frame_budget, plan.lr, plan.notes) == (cfg.data.frame_budget, cfg.train.lr, ())
+
+
+def test_a_plan_file_with_a_missing_or_unknown_field_is_a_clear_error(tmp_path):
+    Plan("cpu", "CPU", "fp32", "off", 4000, 16, 1e-3, 1).save(tmp_path)
+    d = json.loads((tmp_path / "plan.json").read_text())
+    d["surprise"] = d.pop("lr")
+    (tmp_path / "plan.json").write_text(json.dumps(d))
+    with pytest.raises(UserError, match="plan.json: missing lr; unknown surprise"):
+        Plan.load(tmp_path)
+    assert Plan.load(tmp_path / "elsewhere") is None
 
 
 def test_a_gpu_too_small_for_any_batch_is_a_clear_error(lj_cache):

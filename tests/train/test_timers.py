@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from myxtts.train.timers import StepTimer, count_host_syncs, shape_key
+from myxtts.observe.ops import count_host_syncs
+from myxtts.train.timers import StepTimer, shape_key
 
 
 class FakeTime:
@@ -19,13 +20,15 @@ class FakeTime:
         self.t += s
 
 
-def _step(timer, clk, *, wait, h2d, compute, other=0.0, shape=(16, 768), frames=1000, samples=16):
+def _step(timer, clk, *, wait, compute, other=0.0, shape=(16, 768), frames=1000, samples=16, phases=()):
+    """One step: ``phases`` (name, seconds) split the compute time when given."""
     with timer.data_wait():
         clk.advance(wait)
-    with timer.h2d():
-        clk.advance(h2d)
     with timer.compute(shape):
-        clk.advance(compute)
+        for name, sec in phases:
+            timer.phase(name)
+            clk.advance(sec)
+        clk.advance(compute - sum(sec for _, sec in phases))
     clk.advance(other)
     timer.step_done(frames=frames, samples=samples)
 
@@ -34,11 +37,11 @@ def test_input_bound_share_and_throughput():
     clk = FakeTime()
     timer = StepTimer("cpu", frames_per_second=100.0, now=clk)
     for _ in range(10):
-        _step(timer, clk, wait=0.02, h2d=0.01, compute=0.06, other=0.01)
+        _step(timer, clk, wait=0.03, compute=0.06, other=0.01)
     s = timer.summary()
     assert s["steps"] == 10
-    assert math.isclose(s["input_bound_pct"], 30.0)
-    assert math.isclose(s["data_wait_pct"], 20.0) and math.isclose(s["h2d_pct"], 10.0)
+    assert math.isclose(s["input_bound_pct"], 30.0) and math.isclose(s["data_wait_pct"], 30.0)
+    assert "h2d_pct" not in s  # the loop cannot see the copy: only a profile trace reports it
     assert math.isclose(s["compute_pct"], 60.0) and math.isclose(s["other_pct"], 10.0)
     assert math.isclose(s["step_ms"], 100.0) and s["step_cov_pct"] < 1e-6
     assert math.isclose(s["throughput"]["frames_per_s"], 10000.0)
@@ -49,13 +52,13 @@ def test_input_bound_share_and_throughput():
 def test_warmup_and_first_step_per_shape_are_kept_out():
     clk = FakeTime()
     timer = StepTimer("cpu", warmup_steps=2, now=clk)
-    _step(timer, clk, wait=5.0, h2d=0, compute=30.0)                  # compile of shape A, warm-up
-    _step(timer, clk, wait=0.0, h2d=0, compute=0.1)                   # warm-up
-    _step(timer, clk, wait=0.0, h2d=0, compute=20.0, shape=(32, 384))  # first of shape B: compiles
+    _step(timer, clk, wait=5.0, compute=30.0)                  # compile of shape A, warm-up
+    _step(timer, clk, wait=0.0, compute=0.1)                   # warm-up
+    _step(timer, clk, wait=0.0, compute=20.0, shape=(32, 384))  # first of shape B: compiles
     for c in (0.1, 0.1, 0.3, 0.1, 0.3):
-        _step(timer, clk, wait=0.0, h2d=0, compute=c)
+        _step(timer, clk, wait=0.0, compute=c)
     for _ in range(3):
-        _step(timer, clk, wait=0.0, h2d=0, compute=0.2, shape=(32, 384))
+        _step(timer, clk, wait=0.0, compute=0.2, shape=(32, 384))
     s = timer.summary()
     assert s["steps"] == 9 and s["input_bound_pct"] == 0.0
     a, b = s["step_by_shape"]["16x768"], s["step_by_shape"]["32x384"]
@@ -69,10 +72,10 @@ def test_window_reports_only_the_steps_since_the_last_call():
     clk = FakeTime()
     timer = StepTimer("cpu", now=clk)
     for _ in range(4):
-        _step(timer, clk, wait=0.05, h2d=0, compute=0.05)
+        _step(timer, clk, wait=0.05, compute=0.05)
     assert timer.window()["steps"] == 4
     for _ in range(2):
-        _step(timer, clk, wait=0.0, h2d=0, compute=0.1)
+        _step(timer, clk, wait=0.0, compute=0.1)
     w = timer.window()
     assert w["steps"] == 2 and w["input_bound_pct"] == 0.0
     assert timer.summary()["steps"] == 6 and math.isclose(timer.summary()["input_bound_pct"], 100 / 3)
@@ -133,3 +136,33 @@ def test_sync_counter_says_why_it_cannot_count_on_cpu():
     with count_host_syncs() as n:
         torch.ones(3).sum().item()
     assert n.count is None and n.reason == "no CUDA device"
+
+
+def test_phases_split_the_step_when_the_timer_is_a_hook():
+    clk = FakeTime()
+    timer = StepTimer("cpu", now=clk)
+    for _ in range(3):
+        _step(timer, clk, wait=0.0, compute=0.1,
+              phases=(("forward", 0.03), ("backward", 0.05), ("optimizer", 0.02)))
+    ph = timer.summary()["phase_ms"]
+    assert ph == pytest.approx({"forward": 30.0, "backward": 50.0, "optimizer": 20.0})
+
+
+def test_full_speed_is_the_end_of_the_first_step_of_a_fast_run_of_steps():
+    """Per shape, 'fast' is within 10 % of the shape's median after warm-up; one fast step
+    between slow ones (a compile of another shape) is not full speed."""
+    clk = FakeTime()
+    timer = StepTimer("cpu", warmup_steps=4, now=clk)
+    assert timer.origin == 100.0
+    a, b = (16, 768), (32, 384)
+    plan = [(a, 30.0), (b, 0.2), (a, 0.1), (b, 20.0)] + [(a, 0.1), (b, 0.2)] * 6
+    for shape, sec in plan:
+        _step(timer, clk, wait=0.0, compute=sec, shape=shape)
+    ends = [t for t, *_ in timer.history]
+    assert timer.full_speed_s() == pytest.approx(ends[4])  # the run after the compile of b
+    assert timer.summary()["time_to_full_speed_s"] == timer.full_speed_s()
+
+    slow = StepTimer("cpu", warmup_steps=2, now=clk)
+    _step(slow, clk, wait=0.0, compute=5.0)
+    _step(slow, clk, wait=0.0, compute=5.0)
+    assert slow.full_speed_s() is None  # nothing after warm-up: no median to be near

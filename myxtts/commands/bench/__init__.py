@@ -12,11 +12,10 @@ import json
 import os
 from pathlib import Path
 
-import torch
-
 from myxtts.commands.common import add_command
 from myxtts.config import Config
 from myxtts.errors import UserError
+from myxtts.train.precision import device_name  # noqa: F401  (bench loader names the machine)
 
 DEMO = Path(__file__).resolve().parents[3] / "data" / "demo"
 
@@ -35,22 +34,6 @@ def add_parser(sub) -> None:
         m = add_command(modes, name, module.HELP)
         module.add_arguments(m)
         m.set_defaults(func=module.run)
-
-
-def device_name() -> str:
-    """The GPU's name, or the CPU model and core count from /proc/cpuinfo."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model} ({cores} cores)"
 
 
 def demo_cache(cfg: Config) -> Path:

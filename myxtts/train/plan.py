@@ -1,0 +1,72 @@
+"""The plan: what a run resolved its settings to on this machine, kept apart from the settings.
+
+``RUN/config.yaml`` holds the settings exactly as asked, ``auto`` included, so it still says what
+the user wanted and can be run again on another machine. What they resolved to when the run
+started (device, precision, compile mode, frame budget with its batch cap and learning rate,
+world size) is one ``Plan``, written to ``RUN/plan.json`` and into every checkpoint. A resume
+reads the plan of the checkpoint it resumes from instead of resolving again: the same batch
+shapes and the same rate, so the resumed run continues the one that stopped
+(``train.build.resolve_plan``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from myxtts.config import Config
+from myxtts.errors import UserError
+
+FILE = "plan.json"
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str            # "cuda:0", "cpu"
+    device_name: str       # the GPU's name, or the CPU's model and cores
+    precision: str         # fp32 | bf16 | fp16
+    compile: str           # off | default | cudagraphs | regional
+    frame_budget: int      # mel frames per batch
+    max_batch_size: int    # rows per batch at most (grows with an ``auto`` budget)
+    lr: float              # peak learning rate (scaled with an ``auto`` budget)
+    world_size: int
+    notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
+
+    def apply(self, cfg: Config) -> Config:
+        """``cfg`` with the resolved values in place of what was asked: what the run trains with."""
+        data = dataclasses.replace(cfg.data, frame_budget=self.frame_budget,
+                                   max_batch_size=self.max_batch_size)
+        train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile,
+                                    lr=self.lr)
+        return dataclasses.replace(cfg, data=data, train=train)
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "notes": list(self.notes)}
+
+    def save(self, folder: str | Path) -> None:
+        path = Path(folder) / FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)  # a run killed mid-write keeps the previous plan
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Plan | None:
+        """The plan saved in ``folder`` (a run or a checkpoint); None if it holds none. Strict: a
+        missing or unknown field is an error naming it, not a default."""
+        path = Path(folder) / FILE
+        if not path.is_file():
+            return None
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path}: unreadable ({e}); move the checkpoint aside to resume from "
+                            "the one before it") from None
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing, unknown = sorted(names - set(d)), sorted(set(d) - names)
+        if missing or unknown:
+            raise UserError(f"{path}: " + "; ".join(
+                p for p in (missing and f"missing {', '.join(missing)}",
+                            unknown and f"unknown {', '.join(unknown)}") if p)
+                + "; it was written by another version: start a new --out")
+        return cls(**{**d, "notes": tuple(d["notes"])})
