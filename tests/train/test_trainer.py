@@ -61,6 +61,28 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
     assert "where the time went" in r.stderr
 
 
+def test_the_run_keeps_the_settings_as_asked_and_a_resume_reads_its_plan(lj_cache, tmp_path):
+    import yaml
+
+    auto = ["data.frame_budget=auto", "train.compile=auto", "train.checkpoint_every=2"]
+    out = tmp_path / "run"
+    first = run_train(lj_cache, out, "train.max_steps=2", *auto)
+    assert first.returncode == 0, first.stderr
+    asked = yaml.safe_load((out / "config.yaml").read_text())
+    assert asked["data"]["frame_budget"] == "auto" and asked["train"]["compile"] == "auto"
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["frame_budget"] == 4000 and plan["compile"] == "off" and plan["precision"] == "fp32"
+    assert json.loads((out / "checkpoints" / "step-00000002" / "plan.json").read_text()) == plan
+    assert "frame budget auto -> 4000" in first.stderr and "compile auto -> off" in first.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["asked"]["frame_budget"] == "auto" and summary["frame_budget"] == 4000
+
+    again = run_train(lj_cache, out, "train.max_steps=3", *auto)
+    assert again.returncode == 0, again.stderr
+    assert "resuming from" in again.stderr and "as planned when this run started" in again.stderr
+    assert yaml.safe_load((out / "config.yaml").read_text())["data"]["frame_budget"] == "auto"
+
+
 def test_bad_override_is_a_clear_error(lj_cache, tmp_path):
     r = run_train(lj_cache, tmp_path / "run", "train.max_stesp=3")
     assert r.returncode == 2 and "did you mean 'max_steps'" in r.stderr
