@@ -5,12 +5,13 @@ summary with its verdict and the thresholds behind it, a CSV of every sample and
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 
 from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, err
 from myxtts.errors import UserError
-from myxtts.observe.gpu import GpuSample, GpuSampler, GpuUnavailable, write_csv
+from myxtts.observe.gpu import GpuSampler, GpuUnavailable, write_csv
 from myxtts.observe.monitor import plot_timeline, summary_text
 
 
@@ -41,14 +42,12 @@ def run(args) -> int:
         return EXIT_USAGE
     tty = sys.stdout.isatty()
     t0 = time.monotonic()
+    end = t0 + (args.duration or math.inf)
     interrupted = False
     try:
-        while True:
-            left = None if args.duration is None else args.duration - (time.monotonic() - t0)
-            if left is not None and left <= 0:
-                break
-            time.sleep(args.interval if left is None else min(args.interval, left))
-            line = live_line(sampler.latest(), time.monotonic() - t0)
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(args.interval, left))
+            line = f"{time.monotonic() - t0:6.1f}s  " + "  |  ".join(s.short() for s in sampler.latest())
             print(("\r" + line + "\033[K") if tty else line, end="" if tty else "\n", flush=True)
     except KeyboardInterrupt:
         interrupted = True
@@ -56,8 +55,7 @@ def run(args) -> int:
         sampler.stop()
     if tty:
         print()
-    summary = sampler.summary()
-    print(summary_text(summary) + (" (stopped by Ctrl-C)" if interrupted else ""))
+    print(summary_text(sampler.summary()) + (" (stopped by Ctrl-C)" if interrupted else ""))
     samples = sampler.samples()
     if args.out:
         write_csv(samples, args.out)
@@ -67,7 +65,3 @@ def run(args) -> int:
         print(f"plot: {args.plot}" if why_not is None else f"plot skipped: {why_not}",
               file=sys.stdout if why_not is None else sys.stderr)
     return EXIT_OK
-
-
-def live_line(latest: list[GpuSample], elapsed: float) -> str:
-    return f"{elapsed:6.1f}s  " + "  |  ".join(s.short() for s in latest)

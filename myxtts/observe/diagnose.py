@@ -5,22 +5,8 @@ Every finding quotes the number that triggered it and the threshold it crossed, 
 one concrete ``key=value`` (a field of ``myxtts.config``) or one ``myxtts`` command: a list of
 generic tips ("increase batch size", "add workers") whatever was measured helps nobody.
 
-Classification (docs/design.md, "How we measure" and "Diagnosis"), first match wins:
-
-* ``cpu``           the run trained on the CPU.
-* ``input-bound``   input-bound % >= 5 (moderately) or >= 20 (highly): the loop waits for batches.
-* ``compiling``     the run compiled its step and no step ran after the warm-up: the GPU waited
-                    for the compiler, it was not idle.
-* ``idle``          NVML utilisation mean < 5 % on every GPU: nothing runs on the GPU (wrong
-                    device, CPU-only torch, a hang).
-* ``launch-bound``  batches are ready, yet the GPU is busy < 80 % of the time (``Measured.busy``:
-                    the profiler's kernel time per step, cross-checked with NVML), or the profile
-                    shows the launch signature: a median kernel under 20 µs while the host spends
-                    >= 90 % of the step launching. The host does not issue work fast enough (one
-                    launch per op in an eager step, host syncs, recompiles).
-* ``compute-bound`` otherwise, with the GPU busy >= 80 %: the GPU is the limit; MFU says how
-                    well it is used.
-* ``unknown``       the busy share was not measured.
+The verdicts and the order ``classify`` checks them in (first match wins) are those of
+docs/design.md, "Diagnosis"; the thresholds are the constants below.
 """
 from __future__ import annotations
 
@@ -32,7 +18,7 @@ from myxtts.config import MIN_FRAME_BUDGET
 from myxtts.observe.format import findings_text, fmt
 from myxtts.observe.gpu import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
-from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, thresholds_text
+from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
 
 INPUT_BOUND_MODERATE_PCT = 5.0   # the TensorFlow profiler's input-pipeline thresholds
@@ -46,7 +32,7 @@ SM_UNDERFILL_PCT = 50.0          # GPM SM activity below this while NVML reads b
 PADDING_LOW_PCT, PADDING_HIGH_PCT = 10.0, 25.0
 THROTTLE_PCT = 10.0              # share of samples with a slowdown reason active
 OTHER_PCT = 10.0                 # wall time outside loader, copy and step
-LOW_MFU_PCT = 30.0
+LOW_MFU_PCT = 30.0               # MFU below this is drawn as low in the report
 RECOMPILES_HIGH = 3              # this many recompiles after warm-up: high severity
 SYNCS_HIGH = 5                   # host syncs per step: high severity
 SYNCS_STALL = 1                  # host syncs per step that stall the host enough to blur other verdicts
@@ -310,14 +296,11 @@ def _r_compute(m, bound, why):
         return
     mfu, mem = m.mfu_pct, m.mem_peak_pct
     ev = why + (f"; MFU {mfu:.0f} %" if mfu is not None else "; MFU not measured")
-    if mfu is not None and mfu < LOW_MFU_PCT and m.settings.compile not in ("max-autotune", None):
-        act, sev = "`train.compile=max-autotune` (autotuned kernels for the fixed shapes)", "low"
-    elif mem is not None and mem < MEMORY_ROOM_PCT:
+    if mem is not None and mem < MEMORY_ROOM_PCT:
         act = _more_budget(m) or f"`myxtts tune` (peak memory {mem:.0f} %: a larger data.frame_budget fits)"
-        sev = "info"
     else:
-        act, sev = "nothing to fix in the input pipeline; the GPU itself is the limit", "info"
-    yield Finding(sev, "Compute-bound: the GPU is the bottleneck", ev, act, "compute", 0.0)
+        act = "nothing to fix in the input pipeline; the GPU itself is the limit"
+    yield Finding("info", "Compute-bound: the GPU is the bottleneck", ev, act, "compute", 0.0)
 
 
 def _r_memory(m, bound, why):
@@ -353,8 +336,7 @@ def _r_oscillation(m, bound, why):
         cause = (first.action if first else
                  "`myxtts profile` over the dips (host syncs, eval or checkpoint pauses)")
         yield Finding("medium", "GPU utilisation oscillates",
-                      f"NVML utilization mean {u['mean']:.0f} %, p5 {u['p5']:.0f} %, CoV {u['cov_pct']:.0f} % "
-                      f"({thresholds_text()})", cause, "oscillation", u["std"])
+                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u["std"])
     worst = max(((k, v) for k, v in m.step_by_shape.items() if v.get("n", 0) >= SHAPE_MIN_STEPS),
                 key=lambda kv: kv[1]["cov_pct"], default=None)
     if worst and worst[1]["cov_pct"] > OSCILLATING_COV_PCT:

@@ -5,14 +5,10 @@ read by eye. A sampler in the training process (or in ``myxtts monitor``) keeps
 every sample, so a run ends with a series whose mean, spread and verdict can be computed
 (``stats.summarize``) and plotted next to the step timings.
 
-What is read, per GPU and tick (each field fails soft to ``None`` where the GPU or driver does not
-support it, and an unsupported field is not asked for again):
-
-* ``utilization.gpu``: share of the last sample period in which *any* kernel ran. It reads 100 %
-  for one small kernel on a few SMs, which is why on Hopper and newer we also read
-* GPM ``SM_UTIL`` (share of SMs busy), ``SM_OCCUPANCY`` (active warps vs the maximum) and
-  ``ANY_TENSOR_UTIL`` (tensor cores), computed between two consecutive GPM samples;
-* memory used/total, board power, SM clock, and the clock-event ("throttle") reasons, decoded.
+What is read per GPU and tick, and what each figure means: docs/design.md, "GPU utilisation"
+(``utilization.gpu``; on Hopper and newer the GPM SM activity, occupancy and tensor-core activity
+between two consecutive GPM samples; memory, power, SM clock and the clock-event reasons). Each
+field fails soft to ``None`` where the GPU or driver does not support it, and is not asked again.
 """
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from statistics import fmean
 
 from myxtts.errors import UserError
 from myxtts.observe.format import fmt
@@ -135,16 +132,12 @@ class GpuSampler:
     >>> s.summary()["gpus"][0]["util"]["verdict"]
     """
 
-    def __init__(self, interval: float = 0.5, *, gpm: bool = True, max_samples: int = 1_000_000,
-                 nvml=None):
+    def __init__(self, interval: float = 0.5, *, max_samples: int = 1_000_000, nvml=None):
         self.interval = max(float(interval), 0.1)  # GPM needs >= 100 ms between its samples
-        self._use_gpm = gpm
         self._max = max_samples
         self._nvml = nvml  # injectable for tests
         self._devices: list[_Device] = []
-        self._samples: list[GpuSample] = []
-        self._first_seq = 0  # sequence number of self._samples[0] after trimming
-        self._latest: dict[int, GpuSample] = {}
+        self._samples: list[GpuSample] = []  # each tick appends one per device, in device order
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -187,12 +180,7 @@ class GpuSampler:
         self._thread.join(timeout=5 * self.interval + 1)
         self._thread = None
         for d in self._devices:
-            for s in d.gpm or ():
-                try:
-                    self._nvml.nvmlGpmSampleFree(s)
-                except Exception:
-                    pass
-            d.gpm = None
+            self._gpm_close(d)
         self._shutdown_nvml()
 
     def __enter__(self) -> GpuSampler:
@@ -218,12 +206,8 @@ class GpuSampler:
         new = [self._read(d, t) for d in self._devices]
         with self._lock:
             self._samples.extend(new)
-            for s in new:
-                self._latest[s.gpu] = s
             if len(self._samples) > self._max:  # drop the oldest half: amortised O(1)
-                cut = len(self._samples) // 2
-                del self._samples[:cut]
-                self._first_seq += cut
+                del self._samples[:len(self._samples) // 2]
 
     def _field(self, d: _Device, key: str, fn):
         if key in d.unsupported:
@@ -253,9 +237,6 @@ class GpuSampler:
 
     def _gpm_open(self, d: _Device) -> None:
         nv = self._nvml
-        if not self._use_gpm:
-            d.gpm_reason = "GPM sampling switched off"
-            return
         try:
             if not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
                 d.gpm_reason = "this nvidia-ml-py has no GPM API"
@@ -288,28 +269,27 @@ class GpuSampler:
                     setattr(s, name, float(m.value))
             d.gpm, d.gpm_t = [cur, prev], time.monotonic()
         except Exception as e:
-            for buf in d.gpm:
-                try:
-                    nv.nvmlGpmSampleFree(buf)
-                except Exception:
-                    pass
-            d.gpm, d.gpm_reason = None, f"GPM read failed ({_reason(e)})"
+            self._gpm_close(d)
+            d.gpm_reason = f"GPM read failed ({_reason(e)})"
+
+    def _gpm_close(self, d: _Device) -> None:
+        for buf in d.gpm or ():
+            try:
+                self._nvml.nvmlGpmSampleFree(buf)
+            except Exception:
+                pass
+        d.gpm = None
 
     # ------------------------------------------------------------------------------- reading
     def latest(self) -> list[GpuSample]:
         """The most recent sample per GPU; no NVML call, safe to use in a progress line."""
         with self._lock:
-            return [self._latest[k] for k in sorted(self._latest)]
+            return self._samples[-len(self._devices):] if self._devices else []
 
-    def samples(self, since: int = 0) -> list[GpuSample]:
-        """Samples with sequence number >= ``since`` (use ``seq()`` to continue where you left)."""
+    def samples(self) -> list[GpuSample]:
+        """Every kept sample (the oldest half is dropped each time ``max_samples`` is passed)."""
         with self._lock:
-            return list(self._samples[max(since - self._first_seq, 0):])
-
-    def seq(self) -> int:
-        """Sequence number the next sample will get."""
-        with self._lock:
-            return self._first_seq + len(self._samples)
+            return list(self._samples)
 
     def now(self) -> float:
         """Seconds on the samples' clock (``GpuSample.t``), to mark a window such as compilation."""
@@ -353,8 +333,7 @@ def summarize_samples(samples: list[GpuSample], interval: float, devices: dict |
     if compiling is not None:
         util = [s.util for s in samples if inside(s) and s.util is not None]
         out["compiling"] = {"from_s": compiling[0], "to_s": compiling[1], "seconds": compiling[1] - compiling[0],
-                            "samples": sum(map(inside, samples)),
-                            "util_mean": sum(util) / len(util) if util else None}
+                            "samples": sum(map(inside, samples)), "util_mean": _mean(util)}
     return out
 
 
@@ -364,23 +343,26 @@ def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", g
         return [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
 
     util, sm = summarize(vals("util")), summarize(vals("sm_active"))
-    occ, tensor, power, clock = vals("sm_occupancy"), vals("tensor_active"), vals("power_w"), vals("sm_clock_mhz")
     n = len(samples) or 1
     reasons = sorted({r for s in samples for r in s.throttle})
     return {
         "index": index, "name": name, "samples": len(samples),
         "util": util.as_dict() if util else None,
         "sm_active": sm.as_dict() if sm else None,
-        "sm_occupancy_mean": sum(occ) / len(occ) if occ else None,
-        "tensor_active_mean": sum(tensor) / len(tensor) if tensor else None,
+        "sm_occupancy_mean": _mean(vals("sm_occupancy")),
+        "tensor_active_mean": _mean(vals("tensor_active")),
         "gpm_reason": "" if sm else (gpm_reason or "no GPM samples yet"),
         "mem_used_max_mib": max(vals("mem_used_mib"), default=None),
         "mem_total_mib": max(vals("mem_total_mib"), default=None),
-        "power_mean_w": sum(power) / len(power) if power else None,
-        "sm_clock_mean_mhz": sum(clock) / len(clock) if clock else None,
+        "power_mean_w": _mean(vals("power_w")),
+        "sm_clock_mean_mhz": _mean(vals("sm_clock_mhz")),
         # share of samples (percent) in which each reason was active
         "throttle_pct": {r: 100.0 * sum(r in s.throttle for s in samples) / n for r in reasons},
     }
+
+
+def _mean(values: list[float]) -> float | None:
+    return fmean(values) if values else None
 
 
 def _throttle_mask(nv, h) -> int:
@@ -406,12 +388,9 @@ def _reason(e: Exception) -> str:
 
 
 # ------------------------------------------------------------------------------------- CSV
-CSV_FIELDS = [f.name for f in fields(GpuSample)]
-
-
 def write_csv(samples: list[GpuSample], path: str | Path) -> None:
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w = csv.DictWriter(f, fieldnames=[f.name for f in fields(GpuSample)])
         w.writeheader()
         for s in samples:
             row = asdict(s)

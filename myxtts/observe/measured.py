@@ -6,17 +6,14 @@ has kernel statistics, the trainer has NVML samples over the whole run, ``myxtts
 few eager steps), and a rule whose inputs are missing stays silent. A misspelt field, though, is
 a ``TypeError`` where the object is built, not a rule that silently never fires.
 
-The derived figures that several rules and reports need live here once: the NVML series the
-verdict reads (the least busy GPU that trains), the GPU busy share with its cross-check between
-the profiler and NVML, the GPUs left idle beside busy ones, and whether the run did anything but
-compile.
+The figures derived from them that several rules and reports read live here, once.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from myxtts.observe.stats import IDLE_MEAN_PCT, summarize
+from myxtts.observe.stats import IDLE_MEAN_PCT
 
 # The profiler's kernel-busy share and NVML's utilisation measure the same thing in two ways;
 # further apart than this, one of them counts something it should not (see GpuBusy).
@@ -83,10 +80,7 @@ class Measured:
     other_pct: float | None = None
     step_by_shape: dict = field(default_factory=dict)
     throughput: dict = field(default_factory=dict)  # frames_per_s, audio_s_per_s, samples_per_s
-    # GPU sampling: a GpuSampler.summary(), or bare series (a list of % or a stats dict)
-    gpu: dict | None = None
-    gpu_util: dict | list | None = None
-    sm_active: dict | list | None = None
+    gpu: dict | None = None                # a GpuSampler.summary()
     # profiler
     gpu_busy_pct: float | None = None      # union of kernel intervals / step time
     kernels_per_step: float | None = None
@@ -102,10 +96,6 @@ class Measured:
     compile_s: float | None = None         # warm-up spent compiling, before the first timed step
     train_s: float | None = None           # wall time after the compile (the timer's warm-up steps included)
     not_measured: dict = field(default_factory=dict)  # {section: reason}
-
-    def __post_init__(self):
-        self.gpu_util = _stats(self.gpu_util)
-        self.sm_active = _stats(self.sm_active)
 
     # ------------------------------------------------------------------------------ builders
     @classmethod
@@ -143,11 +133,11 @@ class Measured:
 
     def util(self) -> dict | None:
         """NVML utilization.gpu statistics of the run."""
-        return self.gpu_util if self.gpu_util is not None else self._least_busy("util")
+        return self._least_busy("util")
 
     def sm(self) -> dict | None:
         """GPM SM-activity statistics of the run."""
-        return self.sm_active if self.sm_active is not None else self._least_busy("sm_active")
+        return self._least_busy("sm_active")
 
     def idle_gpus(self) -> tuple[list[dict], list[dict]]:
         """(idle, busy) GPU summaries when some sampled GPUs idle while others work."""
@@ -183,13 +173,6 @@ class Measured:
     def only_compiled(self) -> bool:
         """The run spent its time compiling: warm-up happened and no step was timed after it."""
         return bool(self.compile_s) and self.step_ms is None
-
-
-def _stats(v) -> dict | None:
-    if v is None or isinstance(v, dict):
-        return v
-    s = summarize(v)
-    return s.as_dict() if s else None
 
 
 def nvml_memory_pct(gpu: dict | None) -> float | None:

@@ -5,42 +5,43 @@ from __future__ import annotations
 from pathlib import Path
 
 from myxtts.observe.gpu import SLOWDOWN_REASONS, GpuSample
-from myxtts.observe.stats import LOW_UTIL_PCT, thresholds_text
+from myxtts.observe.stats import LOW_UTIL_PCT, series_text, thresholds_text
 
 
 def summary_text(summary: dict) -> str:
     """Multi-line summary of ``GpuSampler.summary()``: stats, verdict and the thresholds used."""
     lines = [f"GPU summary over {summary['duration_s']:.1f} s, one sample every {summary['interval_s']:g} s:"]
     for g in summary["gpus"]:
-        u = g["util"]
-        head = f"gpu{g['index']} {g['name']}"
-        if not u:
-            lines.append(f"  {head}: utilisation not measured (NVML gave no utilisation samples)")
-            continue
-        lines.append(f"  {head}: utilisation mean {u['mean']:.1f} %, p5 {u['p5']:.0f} %, median "
-                     f"{u['median']:.0f} %, CoV {u['cov_pct']:.1f} %, below {LOW_UTIL_PCT:g} % for "
-                     f"{u['below50_pct']:.0f} % of the time -> {u['verdict'].upper()}")
-        sm = g["sm_active"]
-        if sm:
-            occ = g["sm_occupancy_mean"]
-            lines.append(f"      SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
-                         + (f", occupancy {occ:.1f} %" if occ is not None else "")
-                         + (f", tensor cores {g['tensor_active_mean']:.1f} %"
-                            if g['tensor_active_mean'] is not None else ""))
-        else:
-            lines.append(f"      SM active (GPM): not measured ({g['gpm_reason']})")
-        extra = []
-        if g["mem_used_max_mib"] is not None:
-            extra.append(f"memory peak {g['mem_used_max_mib'] / 1024:.1f} / {g['mem_total_mib'] / 1024:.1f} GiB")
-        if g["power_mean_w"] is not None:
-            extra.append(f"power mean {g['power_mean_w']:.0f} W")
-        if g["sm_clock_mean_mhz"] is not None:
-            extra.append(f"SM clock mean {g['sm_clock_mean_mhz']:.0f} MHz")
-        slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
-        extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
-        lines.append("      " + "; ".join(extra))
+        head, *rest = gpu_text(g)
+        lines += [f"  {head}", *(f"      {line}" for line in rest)]
     lines.append(f"verdict thresholds: {thresholds_text()}")
     return "\n".join(lines)
+
+
+def gpu_text(g: dict) -> list[str]:
+    """One GPU of a sampler summary in words: utilisation and verdict, GPM, memory, power, clocks."""
+    u, sm = g["util"], g["sm_active"]
+    head = f"gpu{g['index']} {g['name']}"
+    if not u:
+        return [f"{head}: utilisation not measured (NVML gave no utilisation samples)"]
+    lines = [f"{head}: utilisation {series_text(u)} -> {u['verdict'].upper()}"]
+    if sm:
+        occ, tensor = g["sm_occupancy_mean"], g["tensor_active_mean"]
+        lines.append(f"SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
+                     + (f", occupancy {occ:.1f} %" if occ is not None else "")
+                     + (f", tensor cores {tensor:.1f} %" if tensor is not None else ""))
+    else:
+        lines.append(f"SM active (GPM): not measured ({g['gpm_reason']})")
+    extra = []
+    if g["mem_used_max_mib"] is not None:
+        extra.append(f"memory peak {g['mem_used_max_mib'] / 1024:.1f} / {g['mem_total_mib'] / 1024:.1f} GiB")
+    if g["power_mean_w"] is not None:
+        extra.append(f"power mean {g['power_mean_w']:.0f} W")
+    if g["sm_clock_mean_mhz"] is not None:
+        extra.append(f"SM clock mean {g['sm_clock_mean_mhz']:.0f} MHz")
+    slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
+    extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
+    return [*lines, "; ".join(extra)]
 
 
 def plot_timeline(samples: list[GpuSample], path: str | Path) -> str | None:

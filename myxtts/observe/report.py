@@ -10,8 +10,8 @@ page only:
 
     title          page title
     meta           {label: value} shown as the run's header table (config, GPU, steps, date ...)
-    gpu_samples    GpuSample objects or dicts with t, gpu, util, sm_active (GpuSampler.samples()
-                   or gpu.read_csv(...)); the GPU statistics come from ``measured.gpu``
+    gpu_samples    GpuSample objects (GpuSampler.samples() or gpu.read_csv(...)); the GPU
+                   statistics come from ``measured.gpu``
     mfu_basis      e.g. "H100 SXM dense bf16 989 TFLOP/s"; achieved_tflops
     not_measured   {section id: reason} for sections the caller knows it could not measure
 
@@ -35,7 +35,8 @@ from myxtts.observe.diagnose import (
 )
 from myxtts.observe.format import fmt
 from myxtts.observe.measured import Measured
-from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, thresholds_text
+from myxtts.observe.monitor import gpu_text
+from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 
 MAX_POINTS = 1500  # per GPU series; longer runs are strided so the page stays small
 
@@ -69,10 +70,6 @@ def _code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def _get(s, key):
-    return s.get(key) if isinstance(s, dict) else getattr(s, key, None)
-
-
 def _section(sid: str, title: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{escape(title)}</h2>{body}</section>'
 
@@ -102,35 +99,24 @@ def _gpu_timeline(p: _Page) -> str:
     m, samples = p.m, p.page.get("gpu_samples") or []
     if not samples:
         body = _compiling(m) + p.nm("gpu-timeline", "no GPU samples were recorded")
-        u = m.util()  # a series without timestamps still has honest statistics
+        u = m.util()  # statistics without their samples are still honest
         if u:
-            body += (f"<p>Utilisation series given without timestamps: mean {u['mean']:.1f} %, p5 {u['p5']:.0f} %, "
-                     f"CoV {u['cov_pct']:.1f} %: <b>{escape(u['verdict'])}</b>.</p>")
+            body += f"<p>Utilisation, samples not kept: {series_text(u)}: <b>{escape(u['verdict'])}</b>.</p>"
         return body
     series = []
-    for gpu in sorted({int(_get(s, "gpu")) for s in samples}):
-        mine = [s for s in samples if int(_get(s, "gpu")) == gpu]
+    for gpu in sorted({s.gpu for s in samples}):
+        mine = [s for s in samples if s.gpu == gpu]
         mine = mine[::max(1, len(mine) // MAX_POINTS)]
-        t = [float(_get(s, "t")) for s in mine]
+        t = [s.t for s in mine]
         color = svg.PALETTE[gpu % len(svg.PALETTE)]
-        series.append({"label": f"gpu{gpu} utilization.gpu", "x": t, "y": [_get(s, "util") for s in mine],
-                       "color": color})
-        sm = [_get(s, "sm_active") for s in mine]
+        series.append({"label": f"gpu{gpu} utilization.gpu", "x": t, "y": [s.util for s in mine], "color": color})
+        sm = [s.sm_active for s in mine]
         if any(v is not None for v in sm):
             series.append({"label": f"gpu{gpu} SM active (GPM)", "x": t, "y": sm, "color": color, "dash": True})
     body = svg.line_chart(series, hlines=[(LOW_UTIL_PCT, f"{LOW_UTIL_PCT:g} %")]) + _compiling(m)
-    stats = []
-    for g in (m.gpu or {}).get("gpus", []):
-        u, sm = g.get("util"), g.get("sm_active")
-        if u:
-            gpm = (f"mean {sm['mean']:.1f} %" if sm else
-                   f"not measured ({escape(g.get('gpm_reason') or 'no samples')})")
-            stats.append(f"<li>gpu{g['index']} {escape(g.get('name', ''))}: mean {u['mean']:.1f} %, "
-                         f"p5 {u['p5']:.0f} %, median {u['median']:.0f} %, CoV {u['cov_pct']:.1f} %, below "
-                         f"{LOW_UTIL_PCT:g} % {u['below50_pct']:.0f} % of the time: <b>{escape(u['verdict'])}</b>; "
-                         f"SM active (GPM): {gpm}</li>")
-    if stats:
-        body += f"<ul>{''.join(stats)}</ul>"
+    gpus = (m.gpu or {}).get("gpus", [])
+    if gpus:
+        body += "<ul>" + "".join("<li>" + "<br>".join(map(escape, gpu_text(g))) + "</li>" for g in gpus) + "</ul>"
     return body + f'<p class="small">Verdict thresholds: {escape(thresholds_text())}.</p>'
 
 

@@ -122,14 +122,17 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
              f"{m.step_label} {fmt(m.step_pct)} % | other {fmt(m.other_pct)} %"]
     u, sm = m.util(), m.sm()
     if m.only_compiled():
-        lines.append(f"  GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
-                     "the GPU waits for the compiler meanwhile" + _compiling_note(m))
+        gpu = (f"GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
+               "the GPU waits for the compiler meanwhile")
     elif u:
         gpm = f"; GPM SM active {sm['mean']:.0f} %" if sm else ""
-        lines.append(f"  GPU busy {u['mean']:.0f} % of the training time (NVML utilisation{gpm}), "
-                     f"{u['verdict']}" + _compiling_note(m))
+        gpu = f"GPU busy {u['mean']:.0f} % of the training time (NVML utilisation{gpm}), {u['verdict']}"
     else:
-        lines.append("  GPU busy: " + m.not_measured.get("gpu", "not measured") + _compiling_note(m))
+        gpu = "GPU busy: " + m.not_measured.get("gpu", "not measured")
+    compiling = (m.gpu or {}).get("compiling")
+    if compiling:
+        gpu += f"; {compiling['samples']} samples taken while compiling counted apart"
+    lines.append(f"  {gpu}")
     t = m.throughput
     lines.append(f"  step {fmt(m.step_ms)} ms (CoV {fmt(m.step_cov_pct)} %) | "
                  f"{fmt(t.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
@@ -144,10 +147,3 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
     if out is not None:
         lines.append(f"  all figures and findings: {out / 'summary.json'}, {out / 'report.html'}")
     return "\n".join(lines)
-
-
-def _compiling_note(m: Measured) -> str:
-    comp = (m.gpu or {}).get("compiling")
-    if not comp:
-        return ""
-    return f"; {comp['samples']} samples taken while compiling counted apart"

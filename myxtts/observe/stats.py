@@ -25,7 +25,6 @@ Verdicts, checked in this order (the first that matches wins):
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
@@ -38,8 +37,6 @@ LOW_UTIL_PCT = 50.0            # a sample below this counts as "low"
 STARVED_MEAN_PCT = 50.0        # mean below this: starved
 STARVED_LOW_SHARE_PCT = 50.0   # or more than this share of samples low: starved
 
-VERDICTS = ("idle", "oscillating", "starved", "steady")
-
 
 def thresholds_text() -> str:
     """The rules behind every verdict, printed wherever a verdict is shown."""
@@ -47,6 +44,12 @@ def thresholds_text() -> str:
             f"oscillating: CoV > {OSCILLATING_COV_PCT:g} % and sd >= {OSCILLATING_MIN_STD:g} points; "
             f"starved: mean < {STARVED_MEAN_PCT:g} % or > {STARVED_LOW_SHARE_PCT:g} % of time "
             f"below {LOW_UTIL_PCT:g} %; steady: otherwise")
+
+
+def series_text(u: dict) -> str:
+    """A ``SeriesStats.as_dict()`` in words, as monitor, report and diagnosis print it."""
+    return (f"mean {u['mean']:.1f} %, p5 {u['p5']:.0f} %, median {u['median']:.0f} %, CoV {u['cov_pct']:.1f} %, "
+            f"below {LOW_UTIL_PCT:g} % for {u['below50_pct']:.0f} % of the time")
 
 
 @dataclass
@@ -65,27 +68,10 @@ class SeriesStats:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def line(self) -> str:
-        """One line for terminals and logs, e.g. ``mean 93.1 % ... -> steady``."""
-        return (f"mean {self.mean:.1f} %  p5 {self.p5:.0f} %  median {self.median:.0f} %  "
-                f"CoV {self.cov_pct:.1f} %  below {LOW_UTIL_PCT:g} % {self.below50_pct:.0f} % of time"
-                f"  -> {self.verdict}")
 
-
-def cov_pct(values: Iterable[float]) -> float:
-    """Coefficient of variation in percent (population sd / mean); 0 for < 2 values or mean 0."""
-    a = np.asarray(list(values), dtype=np.float64)
-    if a.size < 2:
-        return 0.0
-    m = float(a.mean())
-    return 0.0 if m <= 0 else float(a.std() / m * 100.0)
-
-
-def verdict(mean: float, std: float, below50_pct: float) -> str:
-    """Apply the thresholds above to already-computed moments (the order matters, see module doc)."""
+def _verdict(mean: float, std: float, cov: float, below50_pct: float) -> str:
     if mean < IDLE_MEAN_PCT:
         return "idle"
-    cov = std / mean * 100.0 if mean > 0 else 0.0
     if cov > OSCILLATING_COV_PCT and std >= OSCILLATING_MIN_STD:
         return "oscillating"
     if mean < STARVED_MEAN_PCT or below50_pct > STARVED_LOW_SHARE_PCT:
@@ -93,18 +79,18 @@ def verdict(mean: float, std: float, below50_pct: float) -> str:
     return "steady"
 
 
-def summarize(values: Iterable[float]) -> SeriesStats | None:
+def summarize(values: Iterable[float | None]) -> SeriesStats | None:
     """Summarise a utilisation series in percent; ``None`` for an empty one (never invent data).
 
     NaN/None samples (a read that failed) are dropped rather than counted as 0 %.
     """
-    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    if not vals:
+    a = np.array([v for v in values if v is not None], dtype=np.float64)
+    a = a[~np.isnan(a)]
+    if not a.size:
         return None
-    a = np.asarray(vals, dtype=np.float64)
     mean, std = float(a.mean()), float(a.std())
+    cov = std / mean * 100.0 if mean > 0 else 0.0
     below = float((a < LOW_UTIL_PCT).mean() * 100.0)
     p5, median, p95 = (float(x) for x in np.percentile(a, [5, 50, 95]))
-    return SeriesStats(n=int(a.size), mean=mean, p5=p5, median=median, p95=p95, std=std,
-                       cov_pct=(std / mean * 100.0) if mean > 0 else 0.0,
-                       below50_pct=below, verdict=verdict(mean, std, below))
+    return SeriesStats(n=int(a.size), mean=mean, p5=p5, median=median, p95=p95, std=std, cov_pct=cov,
+                       below50_pct=below, verdict=_verdict(mean, std, cov, below))

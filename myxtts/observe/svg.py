@@ -7,10 +7,16 @@ Every text node is escaped; every function returns an ``<svg>`` string.
 from __future__ import annotations
 
 from html import escape
+from itertools import groupby
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"]
 GOOD, WARN, BAD = "#bbf7d0", "#fde68a", "#fecaca"
-FONT = 'font-family="system-ui,sans-serif" font-size="11"'
+WIDTH = 860
+
+
+def _svg(height: int) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" '
+            f'height="{height}" role="img" font-family="system-ui,sans-serif" font-size="11">')
 
 
 def _num(v: float) -> str:
@@ -19,34 +25,30 @@ def _num(v: float) -> str:
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """Round tick values: steps of 1, 2 or 5 times a power of ten."""
-    span = max(hi - lo, 1e-9)
-    raw = span / n
+    raw = max(hi - lo, 1e-9) / n
     mag = 10 ** int(f"{raw:e}".split("e")[1])
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = int(lo / step) * step
     return [first + i * step for i in range(n + 2) if lo - 1e-9 <= first + i * step <= hi + 1e-9]
 
 
-def line_chart(series: list[dict], *, width: int = 860, height: int = 240, y_max: float | None = 100.0,
-               y_label: str = "%", x_label: str = "seconds", hlines: list[tuple[float, str]] = ()) -> str:
-    """``series``: dicts with ``label``, ``x``, ``y`` (None = gap) and optional ``dash``/``color``."""
-    ml, mr, mt, mb = 48, 12, 10, 50
-    pw, ph = width - ml - mr, height - mt - mb
+def line_chart(series: list[dict], hlines: list[tuple[float, str]] = ()) -> str:
+    """Percent over seconds. ``series``: dicts with ``label``, ``x``, ``y`` (None = gap) and
+    optional ``dash``/``color``; ``hlines``: (y, label) reference lines."""
+    height, ml, mr, mt, mb = 240, 48, 12, 10, 50
+    pw, ph = WIDTH - ml - mr, height - mt - mb
     xs = [x for s in series for x in s["x"]]
-    ys = [y for s in series for y in s["y"] if y is not None]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     x1 = x1 if x1 > x0 else x0 + 1
-    top = y_max if y_max is not None else (max(ys) * 1.1 if ys else 1.0) or 1.0
 
     def X(x):
         return ml + (x - x0) / (x1 - x0) * pw
 
     def Y(y):
-        return mt + ph - min(max(y, 0), top) / top * ph
+        return mt + ph - min(max(y, 0), 100) / 100 * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
-           f'height="{height}" role="img" {FONT}>']
-    for t in _ticks(0, top):
+    out = [_svg(height)]
+    for t in _ticks(0, 100):
         out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{Y(t):.1f}" y2="{Y(t):.1f}" stroke="#e5e7eb"/>'
                    f'<text x="{ml - 6}" y="{Y(t) + 4:.1f}" text-anchor="end" fill="#555">{_num(t)}</text>')
     for t in _ticks(x0, x1, 8):
@@ -56,26 +58,18 @@ def line_chart(series: list[dict], *, width: int = 860, height: int = 240, y_max
                    f'stroke-dasharray="3 3"/><text x="{ml + pw - 4}" y="{Y(y) - 4:.1f}" text-anchor="end" '
                    f'fill="#666">{escape(label)}</text>')
     out.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#9ca3af"/>')
-    out.append(f'<text x="{ml + pw / 2}" y="{mt + ph + 30}" text-anchor="middle" fill="#333">{escape(x_label)}</text>'
+    out.append(f'<text x="{ml + pw / 2}" y="{mt + ph + 30}" text-anchor="middle" fill="#333">seconds</text>'
                f'<text x="12" y="{mt + ph / 2}" transform="rotate(-90 12 {mt + ph / 2})" text-anchor="middle" '
-               f'fill="#333">{escape(y_label)}</text>')
+               f'fill="#333">%</text>')
     lx = ml
     for i, s in enumerate(series):
         color = s.get("color", PALETTE[i % len(PALETTE)])
         dash = ' stroke-dasharray="5 3"' if s.get("dash") else ""
         # A None breaks the line: a failed read is a gap, not a drop to zero.
-        segs, cur = [], []
-        for x, y in zip(s["x"], s["y"]):
-            if y is None:
-                if cur:
-                    segs.append(cur)
-                cur = []
-            else:
-                cur.append(f"{X(x):.1f},{Y(y):.1f}")
-        if cur:
-            segs.append(cur)
-        for seg in segs:
-            out.append(f'<polyline points="{" ".join(seg)}" fill="none" stroke="{color}" stroke-width="1.4"{dash}/>')
+        for gap, run in groupby(zip(s["x"], s["y"]), key=lambda xy: xy[1] is None):
+            if not gap:
+                points = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in run)
+                out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.4"{dash}/>')
         out.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{height - 8}" y2="{height - 8}" stroke="{color}" '
                    f'stroke-width="2"{dash}/>'
                    f'<text x="{lx + 22}" y="{height - 4}" fill="#333">{escape(s["label"])}</text>')
@@ -84,15 +78,13 @@ def line_chart(series: list[dict], *, width: int = 860, height: int = 240, y_max
     return "".join(out)
 
 
-def bar_chart(rows: list[dict], *, unit: str = "ms", width: int = 860) -> str:
+def bar_chart(rows: list[dict], unit: str) -> str:
     """Horizontal bars. ``rows``: dicts with ``label``, ``value``, optional ``hi`` (a whisker, e.g.
     p95), ``note`` (text right of the bar) and ``warn`` (draw the bar in the warning colour)."""
     lw, bh, gap, mr = 130, 18, 6, 190
-    pw = width - lw - mr
-    height = len(rows) * (bh + gap) + 6
+    pw = WIDTH - lw - mr
     top = max([max(r["value"], r.get("hi") or 0) for r in rows] + [1e-9])
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
-           f'height="{height}" role="img" {FONT}>']
+    out = [_svg(len(rows) * (bh + gap) + 6)]
     for i, r in enumerate(rows):
         y = 4 + i * (bh + gap)
         w = r["value"] / top * pw
@@ -109,27 +101,24 @@ def bar_chart(rows: list[dict], *, unit: str = "ms", width: int = 860) -> str:
     return "".join(out)
 
 
-def meter(value: float, *, bands: list[tuple[float, float, str]], lo: float = 0.0, hi: float = 100.0,
-          unit: str = "%", width: int = 860, label: str = "") -> str:
-    """A scale from ``lo`` to ``hi`` coloured by threshold ``bands`` (start, end, colour), with a
-    marker at ``value``: the thresholds are visible next to the number they judge."""
-    ml, mr, h = 10, 10, 54
-    pw = width - ml - mr
+def meter(value: float, *, bands: list[tuple[float, float, str]], label: str) -> str:
+    """A 0-100 % scale coloured by threshold ``bands`` (start, end, colour), with a marker at
+    ``value``: the thresholds are visible next to the number they judge."""
+    ml, mr = 10, 10
+    pw = WIDTH - ml - mr
 
     def X(v):
-        return ml + (min(max(v, lo), hi) - lo) / (hi - lo) * pw
+        return ml + min(max(v, 0), 100) / 100 * pw
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {h}" width="{width}" height="{h}" '
-           f'role="img" {FONT}>']
+    out = [_svg(54)]
     for a, b, color in bands:
         out.append(f'<rect x="{X(a):.1f}" y="18" width="{X(b) - X(a):.1f}" height="14" fill="{color}"/>')
         out.append(f'<text x="{X(a):.1f}" y="46" fill="#555">{_num(a)}</text>')
-    out.append(f'<text x="{X(hi):.1f}" y="46" text-anchor="end" fill="#555">{_num(hi)}</text>')
+    out.append(f'<text x="{X(100):.1f}" y="46" text-anchor="end" fill="#555">100</text>')
     x = X(value)
     out.append(f'<path d="M{x - 6:.1f},4 L{x + 6:.1f},4 L{x:.1f},17 Z" fill="#111"/>'
                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="17" y2="33" stroke="#111" stroke-width="2"/>')
-    text = f"{_num(value)} {unit}" + (f" {label}" if label else "")
-    anchor = "end" if x > width - 160 else "start"
+    anchor = "end" if x > WIDTH - 160 else "start"
     out.append(f'<text x="{x + (-10 if anchor == "end" else 10):.1f}" y="13" text-anchor="{anchor}" '
-               f'font-weight="bold" fill="#111">{escape(text)}</text></svg>')
+               f'font-weight="bold" fill="#111">{escape(f"{_num(value)} % {label}")}</text></svg>')
     return "".join(out)

@@ -16,8 +16,14 @@ SETTINGS = Settings(device="cuda:0", device_name="NVIDIA H100 80GB HBM3", bf16_s
                     log_every=50)
 
 
-def _util(values) -> list[float]:
-    return [float(v) for v in np.clip(values, 0, 100)]
+def gpu_summary(util, sm_active=None, throttle=None) -> dict:
+    """The sampler's summary of one GPU sampled every 0.5 s: ``util`` (clipped to 0-100 %), and
+    per sample the GPM SM activity and the clock-event reasons where given."""
+    util = np.clip(util, 0, 100)
+    sm_active = [None] * len(util) if sm_active is None else sm_active
+    throttle = [()] * len(util) if throttle is None else throttle
+    return summarize_samples([GpuSample(t=i * 0.5, gpu=0, util=float(u), sm_active=sm, throttle=r)
+                              for i, (u, sm, r) in enumerate(zip(util, sm_active, throttle))], 0.5)
 
 
 def _shapes(cov_pct=3.0, mean=120.0):
@@ -30,7 +36,7 @@ def _shapes(cov_pct=3.0, mean=120.0):
 def compute_bound():
     """97 % busy, kernels of a quarter millisecond, the loader idle: the GPU itself is the limit."""
     rng = np.random.default_rng(0)
-    m = Measured(settings=SETTINGS, gpu_util=_util(97 + rng.normal(0, 1.5, 240)), input_bound_pct=0.4,
+    m = Measured(settings=SETTINGS, gpu=gpu_summary(97 + rng.normal(0, 1.5, 240)), input_bound_pct=0.4,
                  data_wait_pct=0.3, h2d_pct=0.1, step_pct=98.5, other_pct=1.1, gpu_busy_pct=96.0,
                  kernels_per_step=420, median_kernel_us=250.0, cpu_dispatch_pct=35.0, recompiles=0,
                  padding_pct=6.0, mfu_pct=45.0, mem_peak_pct=40.0, step_by_shape=_shapes(), step_ms=115.0,
@@ -41,7 +47,7 @@ def compute_bound():
 def oscillating():
     """2-40 % swings: shapes not fixed, the step recompiles again and again."""
     rng = np.random.default_rng(1)
-    m = Measured(settings=SETTINGS, gpu_util=_util(rng.uniform(2, 40, 240)), input_bound_pct=3.0,
+    m = Measured(settings=SETTINGS, gpu=gpu_summary(rng.uniform(2, 40, 240)), input_bound_pct=3.0,
                  data_wait_pct=3.0, h2d_pct=0.0, recompiles=40, n_shapes=57, padding_pct=4.0,
                  step_by_shape=_shapes(cov_pct=60.0), steps=300)
     return m, "oscillating", "launch-bound", "recompiles", "data.max_buckets=4"
@@ -49,7 +55,7 @@ def oscillating():
 
 def input_bound():
     rng = np.random.default_rng(2)
-    m = Measured(settings=SETTINGS, gpu_util=_util(30 + rng.normal(0, 3, 240)), input_bound_pct=55.0,
+    m = Measured(settings=SETTINGS, gpu=gpu_summary(30 + rng.normal(0, 3, 240)), input_bound_pct=55.0,
                  data_wait_pct=54.0, h2d_pct=1.0, step_pct=44.0, recompiles=0, padding_pct=5.0,
                  step_by_shape=_shapes(), steps=300)
     return m, "starved", "input-bound", "input-workers", "data.num_workers=6"
@@ -57,7 +63,7 @@ def input_bound():
 
 def launch_bound():
     rng = np.random.default_rng(3)
-    m = Measured(settings=SETTINGS, gpu_util=_util(42 + rng.normal(0, 3, 240)), input_bound_pct=0.8,
+    m = Measured(settings=SETTINGS, gpu=gpu_summary(42 + rng.normal(0, 3, 240)), input_bound_pct=0.8,
                  data_wait_pct=0.8, h2d_pct=0.0, gpu_busy_pct=38.0, kernels_per_step=3500, median_kernel_us=7.0,
                  cpu_dispatch_pct=85.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
     return m, "starved", "launch-bound", "launch", "train.compile=cudagraphs"
@@ -65,7 +71,7 @@ def launch_bound():
 
 def idle():
     rng = np.random.default_rng(4)
-    return Measured(settings=SETTINGS, gpu_util=_util(rng.uniform(0, 2, 240))), "idle", "idle", "idle", "myxtts doctor"
+    return Measured(settings=SETTINGS, gpu=gpu_summary(rng.uniform(0, 2, 240))), "idle", "idle", "idle", "myxtts doctor"
 
 
 def data_gpu_idle_model_gpu_busy():

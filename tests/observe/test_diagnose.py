@@ -75,11 +75,12 @@ def test_input_bound_thresholds():
 
 def test_busy_share_cross_check_trusts_nvml_when_they_disagree():
     # The profile's busy share agrees with NVML within the limit: the profile is used.
-    m = Measured(settings=with_settings(compile="off"), input_bound_pct=1.0, gpu_util=[60] * 20, gpu_busy_pct=45.0)
+    m = Measured(settings=with_settings(compile="off"), input_bound_pct=1.0, gpu=runs.gpu_summary([60] * 20),
+                 gpu_busy_pct=45.0)
     busy = m.busy()
     assert busy.pct == 45.0 and "profiled kernel time" in busy.basis and not busy.note
     # 87 % from the profile against 30 % from NVML: NVML decides, and the finding says why.
-    m = dataclasses.replace(m, gpu_util=[30] * 20, gpu_busy_pct=87.0)
+    m = dataclasses.replace(m, gpu=runs.gpu_summary([30] * 20), gpu_busy_pct=87.0)
     busy = m.busy()
     assert busy.pct == 30.0 and "NVML" in busy.basis
     assert f"more than {BUSY_DISAGREE_PTS:g} points" in busy.note and "87 %" in busy.note
@@ -89,7 +90,7 @@ def test_busy_share_cross_check_trusts_nvml_when_they_disagree():
 
 
 def test_launch_action_names_graphs_budget_or_both():
-    base = Measured(input_bound_pct=1.0, gpu_util=[30] * 20, mem_peak_pct=8.0)
+    base = Measured(input_bound_pct=1.0, gpu=runs.gpu_summary([30] * 20), mem_peak_pct=8.0)
     act = diagnose(dataclasses.replace(base, settings=with_settings(compile="off"))).top.action
     assert "`train.compile=cudagraphs`" in act and "`data.frame_budget=" in act  # both
     act = diagnose(dataclasses.replace(base, settings=with_settings(compile="cudagraphs"))).top.action
@@ -134,9 +135,9 @@ def test_other_input_causes():
 
 
 def test_gpm_underfill_padding_precision_throttle():
-    m = Measured(settings=with_settings(precision="fp32"), input_bound_pct=0.5, gpu_util=[97] * 20,
-                 sm_active=[30] * 20, padding_pct=30.0,
-                 gpu={"gpus": [{"index": 0, "util": None, "throttle_pct": {"hw_thermal": 40.0, "gpu_idle": 90.0}}]})
+    throttle = [("hw_thermal", "gpu_idle")] * 8 + [("gpu_idle",)] * 10 + [()] * 2  # 40 % and 90 % of samples
+    m = Measured(settings=with_settings(precision="fp32"), input_bound_pct=0.5, padding_pct=30.0,
+                 gpu=runs.gpu_summary([97] * 20, sm_active=[30.0] * 20, throttle=throttle))
     rules = {f.rule: f for f in diagnose(m).findings}
     assert "`data.frame_budget=24000`" == rules["underfill"].action
     assert rules["padding"].severity == "medium"

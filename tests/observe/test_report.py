@@ -51,7 +51,7 @@ def full_run():
     rng = [30.0 + (i % 7) - 3 for i in range(240)]
     samples = [GpuSample(t=i * 0.5, gpu=0, util=u, sm_active=u * 0.7) for i, u in enumerate(rng)]
     m = dataclasses.replace(
-        m, gpu_util=None, gpu=summarize_samples(samples, 0.5, {0: ("Fake H100", "")}), mfu_pct=12.5,
+        m, gpu=summarize_samples(samples, 0.5, {0: ("Fake H100", "")}), mfu_pct=12.5,
         throughput={"frames_per_s": 52000.0, "audio_s_per_s": 603.7, "samples_per_s": 71.0},
         step_ms=118.0, step_cov_pct=4.0, compile_s=42.0)
     page = dict(title="tiny on Fake H100 <test>", meta={"config": "configs/tiny.yaml", "steps": 300},
@@ -113,7 +113,7 @@ def test_renders_in_headless_chromium(tmp_path):
     assert shot.stat().st_size > 20_000  # a blank page compresses to a few KB
 
 
-def test_series_without_timestamps_shows_statistics_only():
-    p = parse(render(Measured(gpu_util=[30.0, 31.0, 29.0, 30.0])))
+def test_statistics_without_their_samples_are_shown_without_a_plot():
+    p = parse(render(Measured(gpu=runs.gpu_summary([30.0, 31.0, 29.0, 30.0]))))
     assert "not measured (no GPU samples were recorded)" in p.text["gpu-timeline"]
     assert "starved" in p.text["gpu-timeline"] and not p.svgs

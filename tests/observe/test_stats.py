@@ -3,7 +3,7 @@ import math
 import pytest
 
 from myxtts.observe import stats
-from myxtts.observe.stats import summarize, thresholds_text
+from myxtts.observe.stats import series_text, summarize, thresholds_text
 
 
 def test_empty_series_is_not_invented():
@@ -41,4 +41,4 @@ def test_thresholds_are_stated_from_the_constants():
     text = thresholds_text()
     for c in (stats.IDLE_MEAN_PCT, stats.OSCILLATING_COV_PCT, stats.OSCILLATING_MIN_STD, stats.STARVED_MEAN_PCT):
         assert f"{c:g}" in text
-    assert summarize([95] * 4).line().endswith("-> steady")
+    assert series_text(summarize([95, 45] * 2).as_dict()).endswith("below 50 % for 50 % of the time")

@@ -35,10 +35,11 @@ from myxtts.data.dataset import MEL_PAD, ref_frames_for
 from myxtts.data.loader import make_loader, make_sampler
 from myxtts.data.sampler import BucketSampler, round_up
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
+from myxtts.observe.flops import count_step_flops, peak_tflops
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
 MFU = 0.40
-PEAK_FLOPS = 989e12  # H100 SXM dense bf16
+PEAK_TFLOPS, PEAK_BASIS = peak_tflops("NVIDIA H100 80GB HBM3")  # the simulated GPU, an H100 SXM
 
 
 def add_arguments(p) -> None:
@@ -102,7 +103,6 @@ def measure(it, n: int, warm_up: int) -> dict:
 def step_times(cfg: Config, cache: Cache, shapes, quick: bool) -> tuple[dict, dict]:
     """{(B, Tt, Tm): simulated step ms} and how it was derived."""
     from myxtts.models.xtts import XTTS, count_parameters
-    from myxtts.observe.flops import count_step_flops
 
     n_mels = cache.audio_cfg.n_mels
     tr = int(round_up(ref_frames_for(cache.audio_cfg, cfg.data.ref_seconds), cfg.data.pad_multiple))
@@ -128,12 +128,12 @@ def step_times(cfg: Config, cache: Cache, shapes, quick: bool) -> tuple[dict, di
     else:
         counted = {s: flops(*s) for s in shapes}
         how = "counted for every shape"
-    ms = {s: f / (MFU * PEAK_FLOPS) * 1e3 for s, f in counted.items()}
+    ms = {s: f / (MFU * PEAK_TFLOPS * 1e12) * 1e3 for s, f in counted.items()}
     info = {"source": "derived", "model_params": count_parameters(model),
             "formula": "step_ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3",
             "flops": "torch.utils.flop_counter.FlopCounterMode on meta tensors of each (B, Tt, Tm); "
-                     + how, "mfu_assumed": MFU, "peak_tflops": PEAK_FLOPS / 1e12,
-            "peak_basis": "H100 SXM dense bf16", "per_shape_ms": {str(s): round(v, 3) for s, v in ms.items()},
+                     + how, "mfu_assumed": MFU, "peak_tflops": PEAK_TFLOPS,
+            "peak_basis": PEAK_BASIS, "per_shape_ms": {str(s): round(v, 3) for s, v in ms.items()},
             "per_shape_tflop": {str(s): round(f / 1e12, 3) for s, f in counted.items()}}
     return ms, info
 
@@ -142,8 +142,7 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
     """A consumer that holds each batch for its step time; returns input-bound %.
 
     The first batches run the same way but are not counted: worker start-up, and the loader
-    filling its queues to the steady state a training run lives in."""
-    loader.sampler.infinite = True
+    filling its queues to the steady state a training run lives in. ``loader`` must be infinite."""
     it = loader.iter_compact()  # what the DevicePrefetcher takes on a GPU
     warm = max(20, n // 10)
     waits, t0, b = [], 0.0, None
