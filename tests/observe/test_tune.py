@@ -4,8 +4,7 @@ import yaml
 
 from myxtts.cli import main
 from myxtts.config import load
-from myxtts.observe import probes
-from myxtts.observe import tune
+from myxtts.observe import probes, tune
 
 from ..train.conftest import FAST
 from .test_profile import observe_cache  # noqa: F401 (fixture)
