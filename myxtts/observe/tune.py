@@ -26,7 +26,7 @@ from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
 from myxtts.observe.measure import measure
 from myxtts.train.build import build_run, gpu_probe, size_batches
 from myxtts.train.distributed import DistInfo
-from myxtts.train.precision import usable_cpus
+from myxtts.train.precision import device_name, usable_cpus
 from myxtts.train.sizing import describe
 
 STEP_TIMING_S = 20.0
@@ -79,7 +79,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
     res: dict = {"device": "cuda" if cuda else "cpu"}
     if cuda:
         say(f"frame budget: searching from data.base_frame_budget={cfg.data.base_frame_budget} "
-            f"({torch.cuda.get_device_name(0)})")
+            f"({device_name(torch.device('cuda', 0))})")
         probes = []
 
         def probe(c):
@@ -120,7 +120,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
     merged["data"].update(decided)
     from_dict(merged)  # validates: what we write loads
     out.parent.mkdir(parents=True, exist_ok=True)
-    head = (f"# written by `myxtts tune` on {'the GPU ' + torch.cuda.get_device_name(0) if cuda else 'the CPU'}; "
+    head = (f"# written by `myxtts tune` on {device_name(torch.device('cuda' if cuda else 'cpu'))}; "
             f"measured step {st['step_ms']:.1f} ms\n")
     out.write_text(head + yaml.safe_dump(overlay, sort_keys=False))
     merged_path.write_text(head + yaml.safe_dump(merged, sort_keys=False))

@@ -50,7 +50,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     if last is not None:
         loop.restore(last)
         log.say(f"resuming from {last} at step {loop.state.step}")
-    if info.is_main:
+    elif info.is_main:  # a resume's plan goes into its checkpoints
         asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
         run.plan.save(out)
     if loop.state.step >= cfg.train.max_steps:
@@ -171,8 +171,9 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
         if last is not None:
             loop.restore(last)
             log.say(f"resuming from {last} at step {loop.state.step}")
-        cfg.save(out / "config.yaml")
-        run.plan.save(out)
+        else:
+            cfg.save(out / "config.yaml")
+            run.plan.save(out)
         if loop.state.step >= cfg.train.max_steps:
             return log.already_done(loop.state.step)
         step_fn = run.step_fn

@@ -15,7 +15,6 @@ from pathlib import Path
 from myxtts.commands.common import add_command
 from myxtts.config import Config
 from myxtts.errors import UserError
-from myxtts.train.precision import device_name  # noqa: F401  (bench loader names the machine)
 
 DEMO = Path(__file__).resolve().parents[3] / "data" / "demo"
 

@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
-from myxtts.commands.bench import demo_cache, device_name
+from myxtts.commands.bench import demo_cache
 from myxtts.config import Config, load
 from myxtts.data.cache import Cache
 from myxtts.data.dataset import MEL_PAD, ref_frames_for
@@ -36,6 +36,7 @@ from myxtts.data.loader import make_loader, make_sampler
 from myxtts.data.sampler import BucketSampler, round_up
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
 from myxtts.observe.flops import count_step_flops, peak_tflops
+from myxtts.train.precision import device_name
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
 MFU = 0.40
