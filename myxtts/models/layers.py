@@ -28,8 +28,11 @@ def norm(dim: int) -> nn.LayerNorm:
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype matmuls and attention produce for ``x``'s device: autocast's when it is on."""
+    """The dtype matmuls and attention produce for ``x``'s device: autocast's when it is on.
+    Meta tensors (FLOPs counted without memory) have no autocast to ask about."""
     dev = x.device.type
+    if dev == "meta":
+        return x.dtype
     return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
 
 

@@ -159,3 +159,11 @@ def test_bench_loader_quick_writes_the_record(cache, tmp_path, capsys):
     assert r["device"] and 0 <= r["loader"]["padding_pct"] < 100
     assert r["simulated_step"]["source"] == "--step-ms"
     assert "input-bound" in capsys.readouterr().out
+
+    # Without --step-ms the step time comes from the model's FLOPs, counted on meta tensors.
+    args = parser.parse_args(["bench", "loader", "--data", str(cache.path), "--quick", "--workers", "1",
+                              "--config", "tiny", "--json", str(out), "data.pad_multiple=16"])
+    assert args.func(args) == 0
+    step = json.loads(out.read_text())["simulated_step"]
+    assert step["source"] == "derived" and step["model_params"] > 0
+    assert all(ms > 0 for ms in step["per_shape_ms"].values())
