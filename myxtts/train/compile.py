@@ -78,12 +78,21 @@ def cache_dir(setting: str = "") -> Path:
 
 
 def use_cache(setting: str = "") -> Path:
-    """Point inductor's (and Triton's) caches at the durable folder, unless the user already
-    chose one through torch's own variables. Call before anything compiles."""
+    """Point inductor's (and Triton's) caches at the durable folder, unless the user chose one
+    through torch's own variables. Call before anything compiles.
+
+    Torch writes its default folder (under /tmp) into ``TORCHINDUCTOR_CACHE_DIR`` the first time
+    anything asks for it (``torch.use_deterministic_algorithms`` does), so a value equal to that
+    default was chosen by nobody and is replaced; ``train.compile_cache`` replaces any value."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
     path = cache_dir(setting)
     path.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(path / "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", str(path / "triton"))
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if setting or chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path / "inductor")
+    if setting or "TRITON_CACHE_DIR" not in os.environ:
+        os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
     return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
 
 

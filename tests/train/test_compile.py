@@ -37,6 +37,55 @@ def test_cache_folder_follows_the_setting_then_the_environment(tmp_path, monkeyp
     assert C.use_cache(str(tmp_path / "cfg")) == tmp_path / "cfg" / "inductor"
 
 
+def test_torchs_own_default_folder_is_replaced_and_a_users_choice_kept(tmp_path, monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.delenv("MYXTTS_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # as torch writes it
+    assert C.use_cache(str(tmp_path / "cfg")) == tmp_path / "cfg" / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert C.use_cache() == tmp_path / "xdg" / "myxtts" / "compile" / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert C.use_cache() == tmp_path / "mine"  # chosen through torch's variable: kept
+
+
+COMPILE_ONCE = """
+import json, sys, torch
+from myxtts.config import load
+from myxtts.train.build import seed_everything
+from myxtts.train.compile import cache_hits, use_cache
+seed_everything(load("tiny", ["train.deterministic=true"]))  # makes torch write its default folder
+print(use_cache())
+f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
+f(torch.arange(8.0))
+print(json.dumps(cache_hits()))
+"""
+
+
+def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads_it(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    env["MYXTTS_COMPILE_CACHE"] = str(tmp_path / "cc")
+
+    def once():
+        r = subprocess.run([sys.executable, "-c", COMPILE_ONCE], capture_output=True, text=True, env=env,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+        folder, counts = r.stdout.strip().splitlines()[-2:]
+        return folder, json.loads(counts)
+
+    folder, (hits, misses) = once()
+    assert folder == str(tmp_path / "cc" / "inductor") and misses >= 1 and hits == 0
+    assert any((tmp_path / "cc" / "inductor").rglob("*")), "nothing was written to the chosen folder"
+    _, (hits, misses) = once()
+    assert hits >= 1 and misses == 0
+
+
 def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(lj_cache):
     run = build_run(load("tiny", FAST), lj_cache, compile="default", backend="aot_eager",
                     with_batches=False)
