@@ -165,9 +165,11 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
     else:
         t0 = time.perf_counter()
         made = (probe or gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
-        corpus = int(Cache(data).n_frames.sum())  # a larger batch would only repeat utterances
-        budget, why = S.search_budget(made.fits, d.base_frame_budget,
-                                      max_budget=max(d.base_frame_budget, min(corpus, S.MAX_BUDGET)),
+        corpus = Cache(data)
+        cap = S.corpus_cap(int(corpus.n_frames.sum()), d.base_frame_budget,
+                           info.world_size * cfg.train.grad_accum)
+        budget, why = S.search_budget(made.fits, d.base_frame_budget, max_budget=cap,
+                                      bound=f"at least {S.MIN_UPDATES} updates per epoch on this corpus",
                                       time_limit_s=S.TIME_LIMIT_S - (time.perf_counter() - t0))
         if hasattr(made, "close"):
             made.close()
@@ -177,6 +179,11 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
             budget = int(t.item())
         if not budget:
             raise UserError(f"data.frame_budget=auto: {why}")
+        fitted = budget
+        budget = S.within_filler(budget, d.base_frame_budget, lambda b: make_sampler(
+            corpus, S.with_budget(cfg, b), "train").padding_report()["filler_pct"])
+        if budget < fitted:
+            why += f"; halved from {fitted} to keep filler rows at most {S.MAX_FILLER_PCT:g} % of the batch frames"
         why += f"; sized in {time.perf_counter() - t0:.0f} s"
     sized = S.with_budget(cfg, budget, scale_lr=True)
     return sized, (f"data.frame_budget=auto: {budget} frames ({why}), data.max_batch_size "

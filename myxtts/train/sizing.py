@@ -11,6 +11,13 @@ which the largest budget seen to fit is taken. The step runs eagerly: a compiled
 more memory, and compiling each candidate would take minutes. Under DDP every rank measures its
 own GPU and all take the smallest answer (the ranks must agree on the shapes).
 
+Memory is not the only bound: the budget also leaves at least ``MIN_UPDATES`` optimizer updates
+per epoch (at most ``frames of the corpus / (MIN_UPDATES x world size x grad_accum)``), so a
+small corpus on a large GPU does not become a few giant batches whose learning rate sees three
+updates an epoch; and it is halved while more than ``MAX_FILLER_PCT`` of an epoch's batch frames
+would be filler rows (utterances repeated to fill a bucket's last batch). Neither bound takes
+the budget below ``data.base_frame_budget``, the preset's own size.
+
 ``data.max_batch_size`` grows with the budget (``max_batch_size x budget / base_frame_budget``),
 so on a large GPU memory, not the cap, bounds the batch, and a batch keeps the mix of lengths the
 preset has at its base budget. On a CPU ``auto`` means ``data.base_frame_budget``: nothing is
@@ -45,6 +52,8 @@ MAX_BUDGET = 1 << 22   # frames; a bound for the doubling
 MAX_TRIALS = 12        # steps measured at most
 TIME_LIMIT_S = 30.0    # sizing wall time at most (building the model included)
 MAX_LR_SCALE = 2.0     # the square-root rule is capped: warm-up is not lengthened with it
+MIN_UPDATES = 32       # optimizer updates per epoch at least
+MAX_FILLER_PCT = 10.0  # filler rows, share of an epoch's batch frames, at most
 
 
 def with_budget(cfg: Config, budget: int, scale_lr: bool = False) -> Config:
@@ -59,11 +68,26 @@ def with_budget(cfg: Config, budget: int, scale_lr: bool = False) -> Config:
     return dataclasses.replace(cfg, data=data, train=train)
 
 
+def corpus_cap(corpus_frames: int, base: int, per_update: int = 1) -> int:
+    """The largest budget that leaves ``MIN_UPDATES`` updates per epoch of a corpus of
+    ``corpus_frames`` when one update takes ``per_update`` batches (world size x grad_accum);
+    never below ``base``."""
+    return max(base, min(MAX_BUDGET, corpus_frames // (MIN_UPDATES * per_update)))
+
+
+def within_filler(budget: int, base: int, filler_pct: Callable[[int], float]) -> int:
+    """``budget`` halved while ``filler_pct(budget)`` exceeds ``MAX_FILLER_PCT``, down to ``base``."""
+    while budget > base and filler_pct(budget) > MAX_FILLER_PCT:
+        budget = max(base, budget // 2 // MIN_FRAME_BUDGET * MIN_FRAME_BUDGET)
+    return budget
+
+
 def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = MAX_BUDGET,
                   max_trials: int = MAX_TRIALS, time_limit_s: float = TIME_LIMIT_S,
-                  clock=time.monotonic) -> tuple[int | None, str]:
-    """Largest budget ``fits`` accepts, searched from ``start`` up to ``max_budget``, and a note on
-    what bounded it. None when even ``MIN_FRAME_BUDGET`` does not fit."""
+                  clock=time.monotonic, bound: str = "the largest budget searched") -> tuple[int | None, str]:
+    """Largest budget ``fits`` accepts, searched from ``start`` up to ``max_budget`` (``bound``
+    says what sets it), and a note on what bounded it. None when even ``MIN_FRAME_BUDGET`` does
+    not fit."""
     t0, trials = clock(), 0
 
     def ok(b: int) -> bool:
@@ -87,8 +111,8 @@ def search_budget(fits: Callable[[int], bool], start: int, *, max_budget: int = 
             lo, cand = cand, cand * 2
         else:
             if lo < max_budget and not out_of_time() and ok(max_budget):
-                return max_budget, f"stopped at {max_budget} frames, the whole corpus in one batch"
-            return lo, f"stopped below {max_budget} frames, the whole corpus in one batch"
+                return max_budget, f"stopped at {max_budget} frames: {bound}"
+            return lo, f"stopped below {max_budget} frames: {bound}"
     else:
         lo, hi, cand = None, start, start // 2
         while cand >= MIN_FRAME_BUDGET:

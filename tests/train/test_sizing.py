@@ -61,9 +61,31 @@ def test_search_shrinks_from_a_start_that_does_not_fit():
         (None, f"even data.frame_budget={S.MIN_FRAME_BUDGET} does not fit: use a smaller model")
 
 
-def test_search_stops_at_the_corpus_size():
-    best, note = S.search_budget(FakeMemory().fits, 4000, max_budget=20_000)
-    assert best == 20_000 and "whole corpus" in note
+def test_search_stops_at_its_upper_limit_and_says_what_set_it():
+    best, note = S.search_budget(FakeMemory().fits, 4000, max_budget=20_000, bound="the corpus")
+    assert best == 20_000 and note == "stopped at 20000 frames: the corpus"
+
+
+def test_the_corpus_bounds_the_budget_by_updates_per_epoch_and_by_filler():
+    # 1,000,000 frames, 2 GPUs x grad_accum 2: 32 updates need batches of at most 7,812 frames.
+    assert S.corpus_cap(1_000_000, 4000, per_update=4) == 1_000_000 // (32 * 4)
+    assert S.corpus_cap(50_000, 4000) == 4000  # never below the preset's base
+    # Filler share falling as the budget halves: 16000 (16 %) -> 8000 (8 %) is kept.
+    assert S.within_filler(16_000, 1000, lambda b: b / 1000) == 8000
+    assert S.within_filler(16_000, 4000, lambda b: 50.0) == 4000  # not below the base
+
+
+def test_a_small_corpus_on_a_big_gpu_is_not_one_giant_batch(lj_cache, monkeypatch):
+    """The fixture corpus (about 4,300 frames) on a simulated 80 GB GPU that fits far more."""
+    asked = _auto("data.base_frame_budget=1000")
+    sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=FakeMemory())
+    assert sized.data.frame_budget == 1000 and f"at least {S.MIN_UPDATES} updates per epoch" in note
+    monkeypatch.setattr(S, "MIN_UPDATES", 1)  # a corpus large enough for memory to matter
+    sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=FakeMemory())
+    from myxtts.data.cache import Cache
+    from myxtts.data.loader import make_sampler
+    filler = make_sampler(Cache(lj_cache), sized, "train").padding_report()["filler_pct"]
+    assert 1000 < sized.data.frame_budget <= 4300 and filler <= S.MAX_FILLER_PCT, (note, filler)
 
 
 def test_search_stops_after_its_time_limit_with_the_largest_budget_that_fitted():
@@ -98,6 +120,9 @@ def test_defaults_resolve_on_the_cpu_to_the_preset_budget_and_eager(lj_cache):
 def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache, tmp_path, monkeypatch):
     asked = _auto("data.base_frame_budget=1000")  # the fixture corpus holds about 4,300 frames
     mem = FakeMemory(free=4 * GIB, fixed=GIB, per_frame=1_000_000)  # fits about 2,600 frames
+    # Memory alone bounds it here: the corpus's own bounds are tested on their own below.
+    monkeypatch.setattr(S, "MIN_UPDATES", 1)
+    monkeypatch.setattr(S, "MAX_FILLER_PCT", 100.0)
     sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=mem)
     b = sized.data.frame_budget
     assert mem.answer * (1 - S.RESOLUTION) - S.MIN_FRAME_BUDGET <= b <= mem.answer
