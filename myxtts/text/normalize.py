@@ -1,4 +1,5 @@
-"""English text normalisation: Unicode, abbreviations, numbers, money, times, dates, ordinals.
+"""English text normalisation: Unicode, abbreviations, numbers, money, times, dates, ordinals,
+units, signs, acronyms, e-mail addresses and web addresses: what an English reader expands.
 
 Runs once per utterance at prepare time, and on every sentence at synthesis time, so training and
 inference see text shaped the same way.
@@ -45,6 +46,39 @@ _DECIMAL = re.compile(r"\b(\d+)\.(\d+)\b")
 _PERCENT = re.compile(r"(\d)\s?%")
 _NUMBER = re.compile(r"\b\d[\d,]*\b")
 _SPACES = re.compile(r"\s+")
+# Before anything else reads their dots and letters as abbreviations or acronyms.
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_URL = re.compile(r"\b(?:https?://|www\.)[^\s]*[^\s.,;:!?)\]'\"]")
+_MONTH = re.compile(r"\b(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.(?=\s*\d)")
+_MONTHS = {"jan": "January", "feb": "February", "mar": "March", "apr": "April", "jun": "June",
+           "jul": "July", "aug": "August", "sep": "September", "sept": "September",
+           "oct": "October", "nov": "November", "dec": "December"}
+_NUM = r"\d(?:[\d,]*\d)?(?:\.\d+)?"  # 3, 1,500, 2.5
+_DEGREES = re.compile(rf"([-+\u2212])?({_NUM})\s?°\s?([CF])?\b")
+_MINUS = re.compile(r"(?<![\w.,)])-(?=\d)")  # "-5", "(-3)"; not "3-5" or "2024-01-02"
+_HOURS_MINUTES = re.compile(r"\b(\d+)\s?h\s?(\d+)\s?m(?:in)?\b")  # 3h 05m, 1h30min
+# Units after a number (singular, plural). Single letters only when attached ("5s", "3m"), where
+# nothing else is meant; "m" alone is metres.
+_UNITS = {"km/h": ("kilometer per hour", "kilometers per hour"), "mph": ("mile per hour", "miles per hour"),
+          "km": ("kilometer", "kilometers"), "cm": ("centimeter", "centimeters"),
+          "mm": ("millimeter", "millimeters"), "kg": ("kilogram", "kilograms"),
+          "mg": ("milligram", "milligrams"), "ml": ("milliliter", "milliliters"),
+          "lb": ("pound", "pounds"), "lbs": ("pound", "pounds"), "ft": ("foot", "feet"),
+          "kb": ("kilobyte", "kilobytes"), "mb": ("megabyte", "megabytes"),
+          "gb": ("gigabyte", "gigabytes"), "tb": ("terabyte", "terabytes"),
+          "hz": ("hertz", "hertz"), "khz": ("kilohertz", "kilohertz"), "mhz": ("megahertz", "megahertz"),
+          "ghz": ("gigahertz", "gigahertz"), "ms": ("millisecond", "milliseconds"),
+          "sec": ("second", "seconds"), "secs": ("second", "seconds"), "min": ("minute", "minutes"),
+          "mins": ("minute", "minutes"), "hr": ("hour", "hours"), "hrs": ("hour", "hours")}
+_ATTACHED = {"h": ("hour", "hours"), "s": ("second", "seconds"), "m": ("meter", "meters"),
+             "g": ("gram", "grams"), "l": ("liter", "liters")}
+_UNIT = re.compile(rf"({_NUM})(?:\s?({'|'.join(sorted(map(re.escape, _UNITS), key=len, reverse=True))})"
+                   rf"|({'|'.join(_ATTACHED)}))\b(?!/)", re.IGNORECASE)
+# Capitals read letter by letter ("FBI", "GPUs"); those said as words are listed.
+_ACRONYM = re.compile(r"\b([A-Z]{2,4})(s?)\b")
+_SAID_AS_WORDS = {"NASA", "NATO", "OPEC", "FIFA", "UEFA", "AIDS", "SARS", "JPEG", "RAM", "ROM",
+                  "PIN", "SIM", "GIF", "LAN", "WAN", "IKEA", "ZIP", "CAT"}
+_ROMAN = re.compile(r"^[IVXLCDM]+$")  # "World War II" keeps its numeral
 _CURRENCY_NAMES = {"$": ("dollar", "cent"), "\u00a3": ("pound", "penny"), "\u20ac": ("euro", "cent")}
 
 
@@ -156,9 +190,54 @@ def _ordinal(match: re.Match) -> str:
         ",", "").replace("-", " ")
 
 
+def _spoken_address(text: str) -> str:
+    """"jane.doe@mail.example.com" → "jane dot doe at mail dot example dot com"."""
+    text = re.sub(r"^https?://", "", text)
+    for sign, word in (("@", " at "), (".", " dot "), ("/", " slash "), ("_", " underscore "),
+                       ("-", " dash "), ("+", " plus ")):
+        text = text.replace(sign, word)
+    return text
+
+
+def _amount(raw: str) -> tuple[str, bool]:
+    """"2.5" → ("two point five", plural); "1" → ("one", singular)."""
+    whole, _, frac = raw.replace(",", "").partition(".")
+    said = _decimal(whole, frac) if frac else _words(int(whole))
+    return said, not (whole == "1" and not frac)
+
+
+def _degrees(match: re.Match) -> str:
+    sign, (said, plural), scale = match.group(1), _amount(match.group(2)), match.group(3)
+    return (("minus " if sign and sign != "+" else "") + said + (" degrees" if plural else " degree")
+            + {"C": " Celsius", "F": " Fahrenheit"}.get(scale or "", ""))
+
+
+def _unit(match: re.Match) -> str:
+    said, plural = _amount(match.group(1))
+    unit = (match.group(2) or "").lower()
+    names = _UNITS[unit] if unit else _ATTACHED[match.group(3).lower()]
+    return f"{said} {names[plural]}"
+
+
+def _hours_minutes(match: re.Match) -> str:
+    """"3h 05m" → "three hours five minutes"."""
+    (h, hs), (m, ms) = _amount(match.group(1)), _amount(str(int(match.group(2))))
+    return f"{h} hour{'s' * hs} {m} minute{'s' * ms}"
+
+
+def _acronym(match: re.Match) -> str:
+    letters, plural = match.group(1), match.group(2)
+    if letters in _SAID_AS_WORDS or _ROMAN.match(letters):
+        return match.group(0)
+    return " ".join(letters) + ("'s" if plural else "")
+
+
 def expand_english(text: str) -> str:
-    """Spell out abbreviations, currency, clock times, decades, fractions, ordinals, decimals,
-    percentages and numbers."""
+    """Spell out web and e-mail addresses, abbreviations, currency, clock times, temperatures,
+    units, signs, decades, fractions, ordinals, decimals, percentages, numbers and acronyms."""
+    text = _URL.sub(lambda m: _spoken_address(m.group(0)), text)
+    text = _EMAIL.sub(lambda m: _spoken_address(m.group(0)), text)
+    text = _MONTH.sub(lambda m: _MONTHS[m.group(1).lower()], text)
     text = _NUMBER_SIGN.sub("number ", text)
     for pattern, full in _TITLE_RE:
         text = pattern.sub(full, text)
@@ -174,9 +253,15 @@ def expand_english(text: str) -> str:
     text = _DECADE.sub(lambda m: _plural(_year(int(m.group(1) + m.group(2)))), text)
     text = _SHORT_DECADE.sub(lambda m: _plural(_words(int(m.group(1)))), text)
     text = _FRACTION.sub(_fraction, text)
+    text = _DEGREES.sub(_degrees, text)
+    text = _HOURS_MINUTES.sub(_hours_minutes, text)
+    text = _UNIT.sub(_unit, text)
+    text = _MINUS.sub("minus ", text)
     text = _ORDINAL.sub(_ordinal, text)
     text = _DECIMAL.sub(lambda m: _decimal(m.group(1), m.group(2)), text)
-    return _NUMBER.sub(_number, text)
+    text = _NUMBER.sub(_number, text)
+    # Only in text that is not all capitals: a shouted sentence is read as words.
+    return _ACRONYM.sub(_acronym, text) if re.search(r"[a-z]", text) else text
 
 
 def clean_unicode(text: str) -> str:

@@ -2,6 +2,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from myxtts.config import TextConfig
 from myxtts.text import EOS_ID, TextProcessor, UnknownCharacterError, Vocabulary, nearest_known
@@ -40,6 +42,21 @@ DEMO_METADATA = Path(__file__).parents[2] / "data" / "demo" / "metadata.csv"
     ("We flew to St. Louis.", "we flew to saint louis."),
     ("It was on Elm Ave. and Maple St.!", "it was on elm avenue and maple street!"),
     ("Ms. Owens, Jr. and co., etc.", "miz owens, junior and company, et cetera."),
+    # months before a day, units, temperatures and signs
+    ("On Jan. 3rd and Sept. 21st.", "on january third and september twenty first."),
+    ("Bake 1 kg for 3h 05m at 180°C.", "bake one kilogram for three hours five minutes at one hundred eighty "
+                                       "degrees celsius."),
+    ("It was -5°C, then 2.5 km at 100 km/h.", "it was minus five degrees celsius, then two point five "
+                                              "kilometers at one hundred kilometers per hour."),
+    ("A 16GB card, 5s and 3m.", "a sixteen gigabytes card, five seconds and three meters."),
+    ("Pages 3-5 of (-3).", "pages three-five of (minus three)."),  # a range keeps its dash
+    # acronyms letter by letter, unless said as words; shouted text stays words
+    ("AI, TTS and GPUs at NASA.", "a i, t t s and g p u's at nasa."),
+    ("World War II.", "world war ii."),
+    ("STOP THAT NOW.", "stop that now."),
+    # addresses
+    ("Mail jane.doe@example.com today.", "mail jane dot doe at example dot com today."),
+    ("See https://example.org/docs.", "see example dot org slash docs."),
 ])
 def test_normalize_expands_english(raw, expected):
     assert normalize(raw) == expected
@@ -108,3 +125,34 @@ def test_phoneme_mode_reads_espeak_ng_from_its_wheel():
     # IPA, numbers spelled out before phonemisation, punctuation kept as pauses.
     assert "æ" in said and "t" in said and said.endswith(".") and not unknown
     assert "2" not in said and len(said.split()) == 6, said
+
+
+@given(st.text(max_size=40))
+@example("   ")
+@example("\u00a0\u00a0")
+@example("\U0001F600 \u0416\u0438\u043b \x07")
+@settings(max_examples=300, deadline=None)
+def test_any_typed_text_is_spoken_or_refused_in_one_line(text):
+    """Words, numbers, punctuation, Latin-1, emoji, other scripts, control characters, spaces
+    alone: the front end either gives symbol ids or one clear line, never a traceback."""
+    from myxtts.errors import UserError
+
+    vocab = Vocabulary.build(Counter("abcdefghijklmnopqrstuvwxyz ,.!?'-\""))
+    for tp in _processors(vocab):
+        try:
+            ids = tp.encode(text, warn=lambda msg: None)
+        except UserError as e:
+            assert str(e) and "\n" not in str(e)
+        else:
+            assert ids and ids[-1] == EOS_ID
+
+
+def _processors(vocab):
+    from myxtts.text import phonemes_missing
+
+    yield TextProcessor(TextConfig(mode="characters"), vocab)
+    if not phonemes_missing():  # the phoneme path has its own vocabulary of IPA symbols
+        yield TextProcessor(TextConfig(mode="phonemes"), Vocabulary.build(Counter(_IPA)))
+
+
+_IPA = "abdefhijklmnoprstuvwzæðŋɐɑɔəɚɛɜɡɪɹɾʃʊʌʒʔθˈˌː ,.!?'"
