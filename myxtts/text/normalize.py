@@ -74,10 +74,15 @@ _ATTACHED = {"h": ("hour", "hours"), "s": ("second", "seconds"), "m": ("meter", 
              "g": ("gram", "grams"), "l": ("liter", "liters")}
 _UNIT = re.compile(rf"({_NUM})(?:\s?({'|'.join(sorted(map(re.escape, _UNITS), key=len, reverse=True))})"
                    rf"|({'|'.join(_ATTACHED)}))\b(?!/)", re.IGNORECASE)
-# Capitals read letter by letter ("FBI", "GPUs"); those said as words are listed.
+# Capitals read letter by letter ("FBI", "GPUs", "HTTP"): two or three letters unless the token
+# is a short English word typed for emphasis ("Don't STOP", "I said NO"), four only without a
+# vowel; acronyms said as words are listed.
 _ACRONYM = re.compile(r"\b([A-Z]{2,4})(s?)\b")
-_SAID_AS_WORDS = {"NASA", "NATO", "OPEC", "FIFA", "UEFA", "AIDS", "SARS", "JPEG", "RAM", "ROM",
-                  "PIN", "SIM", "GIF", "LAN", "WAN", "IKEA", "ZIP", "CAT"}
+_SAID_AS_WORDS = {"RAM", "ROM", "PIN", "SIM", "GIF", "LAN", "WAN", "ZIP"}
+_SHORT_WORDS = set("""AM AN AS AT BE BY DO GO HE HI IF IN IS IT ME MY NO OF OH OK ON OR SO TO UP
+    WE YE ALL AND ANY ARE BAD BIG BUT CAN DID END FOR GET GOT HAD HAS HER HEY HIM HIS HOT HOW ITS
+    LET MAY NEW NOT NOW OFF OLD ONE OUR OUT RUN SAW SAY SEE SHE THE TOO TOP TRY TWO WAS WAY WHO
+    WHY WIN WON WOW YES YET YOU""".split())
 _ROMAN = re.compile(r"^[IVXLCDM]+$")  # "World War II" keeps its numeral
 _CURRENCY_NAMES = {"$": ("dollar", "cent"), "\u00a3": ("pound", "penny"), "\u20ac": ("euro", "cent")}
 
@@ -227,7 +232,9 @@ def _hours_minutes(match: re.Match) -> str:
 
 def _acronym(match: re.Match) -> str:
     letters, plural = match.group(1), match.group(2)
-    if letters in _SAID_AS_WORDS or _ROMAN.match(letters):
+    word = (letters in _SAID_AS_WORDS or letters in _SHORT_WORDS or _ROMAN.match(letters)
+            or (len(letters) == 4 and re.search("[AEIOUY]", letters)))
+    if word:
         return match.group(0)
     return " ".join(letters) + ("'s" if plural else "")
 

@@ -51,7 +51,8 @@ DEMO_METADATA = Path(__file__).parents[2] / "data" / "demo" / "metadata.csv"
     ("A 16GB card, 5s and 3m.", "a sixteen gigabytes card, five seconds and three meters."),
     ("Pages 3-5 of (-3).", "pages three-five of (minus three)."),  # a range keeps its dash
     # acronyms letter by letter, unless said as words; shouted text stays words
-    ("AI, TTS and GPUs at NASA.", "a i, t t s and g p u's at nasa."),
+    ("AI, TTS and GPUs at NASA over HTTP.", "a i, t t s and g p u's at nasa over h t t p."),
+    ("Don't STOP, I said NO to the US.", "don't stop, i said no to the u s."),  # emphasis is words
     ("World War II.", "world war ii."),
     ("STOP THAT NOW.", "stop that now."),
     # addresses
