@@ -15,12 +15,20 @@ Formats:
   csv       a headed file with columns ``audio_file|text|speaker_name`` (``|`` or ``,`` separated)
   vctk      ``SPEAKER/UTT.<ext>`` folders with transcripts in ``txt/SPEAKER/UTT.txt`` or beside the
             audio as ``UTT.txt``
+  libritts  LibriTTS / LibriTTS-R: ``SPEAKER/CHAPTER/ID.wav`` (below the root or one subset folder
+            such as ``train-clean-100/``) with ``ID.normalized.txt`` beside it (the text read, by
+            default; ``ID.original.txt`` when there is no normalized one), or a chapter's
+            ``SPEAKER_CHAPTER.trans.tsv`` (``id<TAB>original<TAB>normalized``)
+  jsonl     a JSON-lines manifest (NeMo, HiFi-TTS): one ``{"audio_filepath", "text"[,
+            "text_normalized"][, "speaker"][, "duration"]}`` per line, audio paths relative to
+            the manifest's folder; ``text_normalized`` is read where a line has it
 """
 from __future__ import annotations
 
 import codecs
 import csv
 import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +37,7 @@ from myxtts.errors import UserError
 from myxtts.text import echo
 
 AUDIO_EXTS = (".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG")
-FORMATS = ("auto", "ljspeech", "csv", "vctk")
+FORMATS = ("auto", "ljspeech", "csv", "vctk", "libritts", "jsonl")
 DEFAULT_SPEAKER = "speaker"
 FALLBACK_ENCODING = "cp1252"
 
@@ -158,7 +166,7 @@ def _rel(root: Path, path: Path) -> str:
 
 
 def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
-    metadata = metadata or _single_csv(root)
+    metadata = metadata or _single(root, "*.csv", ".csv metadata file")
     notes: list[Problem] = []
     lines = _read_lines(metadata, notes)
     if not lines:
@@ -198,14 +206,6 @@ def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = No
     return utts, problems
 
 
-def _single_csv(root: Path) -> Path:
-    found = sorted(p for p in root.glob("*.csv") if p.is_file())
-    if len(found) != 1:
-        raise UserError(f"{root}: expected exactly one .csv metadata file, found {len(found)}; "
-                        "name it with --metadata")
-    return found[0]
-
-
 def read_vctk(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
     audio_root = wav_dir or next((root / d for d in ("wav48_silence_trimmed", "wav48", "wavs", "wav")
                                   if (root / d).is_dir()), root)
@@ -224,17 +224,109 @@ def read_vctk(root: Path, metadata: Path | None = None, wav_dir: Path | None = N
             if not utf8:
                 problems.append(_fallback_note(_rel(root, txt), text))
             utts.append(Utterance(uid, _rel(root, audio), text.strip(), spk_dir.name))
+    return _unique(utts, problems), problems  # mic1/mic2 pairs share a transcript: the first is kept
+
+
+def _libritts_texts(chapter: Path, problems: list[Problem]) -> dict[str, str]:
+    """{id: normalized text} from a chapter's ``*.trans.tsv`` files (each line ``id, original,
+    normalized``; the original where the normalized column is missing)."""
+    texts = {}
+    for tsv in sorted(chapter.glob("*.trans.tsv")):
+        for n, line in enumerate(_read_lines(tsv, problems), 1):
+            cols = line.split("\t")
+            if len(cols) < 2 or not cols[0].strip():
+                if line.strip():
+                    problems.append(Problem(f"{tsv.name}:{n}", f"{tsv.name}:{n}: expected 'id<TAB>text'"))
+                continue
+            texts[cols[0].strip()] = (cols[2] if len(cols) > 2 and cols[2].strip() else cols[1]).strip()
+    return texts
+
+
+def read_libritts(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
+    base = wav_dir or root
+    utts, problems = [], []
+    for audio in sorted(p for p in base.rglob("*") if p.suffix in AUDIO_EXTS and p.is_file()):
+        chapter = audio.parent
+        speaker, uid = chapter.parent.name, audio.stem
+        txt = next((t for t in (audio.with_name(f"{uid}.normalized.txt"), audio.with_name(f"{uid}.original.txt"))
+                    if t.is_file()), None)
+        if txt is not None:
+            text, utf8 = _decode(txt.read_bytes().removeprefix(codecs.BOM_UTF8))
+            if not utf8:
+                problems.append(_fallback_note(_rel(root, txt), text))
+        else:
+            text = _libritts_texts(chapter, []).get(uid)
+            if text is None:
+                problems.append(Problem(uid, f"{_rel(root, audio)}: no transcript found "
+                                             f"({uid}.normalized.txt, {uid}.original.txt or a .trans.tsv)"))
+                continue
+        if not text.strip():
+            problems.append(Problem(uid, f"{_rel(root, txt or audio)}: empty transcript"))
+            continue
+        utts.append(Utterance(uid, _rel(root, audio), " ".join(text.split()), speaker))
+    return _unique(utts, problems), problems
+
+
+def read_jsonl(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
+    manifest = metadata or _single(root, "*.jsonl", "JSON-lines manifest (.jsonl)")
+    base = wav_dir or manifest.parent
+    utts, problems = [], []
+    for n, line in enumerate(_read_lines(manifest, problems), 1):
+        if not line.strip():
+            continue
+        where = f"{manifest.name}:{n}"
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            problems.append(Problem(where, f"{where}: not JSON ({e.msg} at column {e.colno})"))
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("audio_filepath"), str) \
+                or not isinstance(row.get("text_normalized") or row.get("text"), str):
+            problems.append(Problem(where, f"{where}: expected an object with 'audio_filepath' and 'text'"))
+            continue
+        rel = row["audio_filepath"]
+        path = Path(rel) if Path(rel).is_absolute() else base / rel
+        uid = Path(rel).with_suffix("").as_posix().lstrip("/").replace("/", "_")
+        if not _inside(root, path):
+            problems.append(Problem(uid or where, f"{where}: audio path {rel!r} escapes the dataset folder"))
+            continue
+        if not path.is_file():
+            problems.append(Problem(uid, f"{where}: audio not found ({rel})"))
+            continue
+        text = (row.get("text_normalized") or row["text"]).strip()
+        speaker = str(row.get("speaker") or DEFAULT_SPEAKER).strip() or DEFAULT_SPEAKER
+        utts.append(Utterance(uid, _rel(root, path), text, speaker))
+    return _unique(utts, problems), problems
+
+
+def _unique(utts: list[Utterance], problems: list[Problem]) -> list[Utterance]:
+    """The first utterance of each id; a repeat is a problem."""
     seen, unique = set(), []
-    for u in utts:  # mic1/mic2 pairs share a transcript: keep the first
+    for u in utts:
         if u.id in seen:
             problems.append(Problem(u.id, f"{u.audio}: duplicate utterance id"))
         else:
             seen.add(u.id)
             unique.append(u)
-    return unique, problems
+    return unique
+
+
+def _single(root: Path, pattern: str, what: str) -> Path:
+    found = sorted(p for p in root.glob(pattern) if p.is_file())
+    if len(found) != 1:
+        raise UserError(f"{root}: expected exactly one {what}, found {len(found)}; name it with --metadata")
+    return found[0]
+
+
+def _looks_like_libritts(root: Path) -> bool:
+    """Transcripts two or three folders down: SPEAKER/CHAPTER/ or SUBSET/SPEAKER/CHAPTER/."""
+    return any(next(iter(root.glob(depth + name)), None) is not None
+               for depth in ("*/*/", "*/*/*/") for name in ("*.normalized.txt", "*.trans.tsv"))
 
 
 def detect_format(root: Path, metadata: Path | None = None) -> str:
+    if metadata is not None and metadata.suffix == ".jsonl":
+        return "jsonl"
     if metadata is not None:
         first = _read_lines(metadata)[:1]
         return "csv" if first and "audio_file" in first[0].lower() else "ljspeech"
@@ -243,13 +335,18 @@ def detect_format(root: Path, metadata: Path | None = None) -> str:
         return "csv" if first and "audio_file" in first[0].lower() else "ljspeech"
     if list(root.glob("*.csv")):
         return "csv"
+    if list(root.glob("*.jsonl")):
+        return "jsonl"
+    if _looks_like_libritts(root):
+        return "libritts"
     if any(p.is_dir() for p in root.iterdir()):
         return "vctk"
-    raise UserError(f"{root}: cannot tell the corpus format (no metadata.csv, no .csv file, no "
-                    "speaker folders); pass --format")
+    raise UserError(f"{root}: cannot tell the corpus format (no metadata.csv, .csv or .jsonl file, "
+                    "no speaker folders); pass --format")
 
 
-READERS = {"ljspeech": read_ljspeech, "csv": read_csv, "vctk": read_vctk}
+READERS = {"ljspeech": read_ljspeech, "csv": read_csv, "vctk": read_vctk, "libritts": read_libritts,
+           "jsonl": read_jsonl}
 
 
 def read_corpus(root: str | Path, fmt: str = "auto", metadata: str | Path | None = None,

@@ -140,3 +140,73 @@ def test_multispeaker_csv_and_vctk_layouts(tmp_path):
             (vctk / "txt" / spk / f"{spk}_00{i}.txt").write_text(f"Speaker {spk} line {i}.")
     report = prepare(vctk, tmp_path / "c2", load(), progress=False)
     assert report["utterances"] == 4 and Cache(tmp_path / "c2").speakers == ["p225", "p226"]
+
+
+def _lj_rows():
+    """(id, normalized text) of the LJSpeech fixture, in order."""
+    rows = []
+    for line in (LJ / "metadata.csv").read_text(encoding="utf-8").splitlines():
+        cols = line.split("|")
+        rows.append((cols[0], cols[2] or cols[1]))
+    return rows
+
+
+def test_libritts_layout_reads_the_normalized_text_and_reports_what_it_cannot_use(tmp_path):
+    import shutil
+
+    from myxtts.data.manifest import read_corpus
+
+    root = tmp_path / "LibriTTS" / "train-clean-100"
+    rows = _lj_rows()
+    for i, (uid, text) in enumerate(rows):
+        chapter = root / ("19" if i < 4 else "26") / "198"
+        chapter.mkdir(parents=True, exist_ok=True)
+        shutil.copy(LJ / "wavs" / f"{uid}.wav", chapter / f"{uid}.wav")
+        if i == 5:  # a chapter that keeps its text only in the .trans.tsv
+            (chapter / "26_198.trans.tsv").write_text(f"{uid}\t{text.upper()}\t{text}\n")
+            continue
+        if i == 6:
+            continue  # no transcript at all
+        (chapter / f"{uid}.normalized.txt").write_text(text)
+        (chapter / f"{uid}.original.txt").write_text(text.upper())
+    utts, problems, fmt = read_corpus(tmp_path / "LibriTTS")
+    assert fmt == "libritts"
+    want = [(uid, text) for i, (uid, text) in enumerate(rows) if i != 6]
+    assert sorted((u.id, u.text) for u in utts) == sorted(want)  # normalized, not the original
+    assert {u.speaker for u in utts} == {"19", "26"}
+    (bad,) = problems
+    assert bad.id == rows[6][0] and "no transcript found" in bad.reason
+
+    report = prepare(tmp_path / "LibriTTS", tmp_path / "cache", load(), progress=False)
+    assert report["utterances"] == len(want) and Cache(tmp_path / "cache").speakers == ["19", "26"]
+
+
+def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(tmp_path):
+    import json
+    import shutil
+
+    from myxtts.data.manifest import read_corpus
+
+    root = tmp_path / "nemo"
+    (root / "audio").mkdir(parents=True)
+    lines = []
+    for uid, text in _lj_rows():
+        shutil.copy(LJ / "wavs" / f"{uid}.wav", root / "audio" / f"{uid}.wav")
+        lines.append(json.dumps({"audio_filepath": f"audio/{uid}.wav", "text": text, "duration": 1.0,
+                                 "speaker": 92}))
+    lines += ['{"audio_filepath": "audio/missing.wav", "text": "gone"}',
+              '{"audio_filepath": "../outside.wav", "text": "escapes"}',
+              '{"text": "no audio path"}',
+              '{not json',
+              lines[0]]  # a repeat
+    (root / "train_manifest.jsonl").write_text("\n".join(lines) + "\n")
+    utts, problems, fmt = read_corpus(root)
+    lj, _, _ = read_corpus(LJ)
+    assert fmt == "jsonl"
+    assert [(u.id.removeprefix("audio_"), u.text) for u in utts] == [(u.id, u.text) for u in lj]
+    assert {u.speaker for u in utts} == {"92"}
+    reasons = [p.reason for p in problems]
+    assert len(reasons) == 5, reasons
+    for line, why in ((9, "audio not found"), (10, "escapes the dataset folder"), (11, "expected an object"),
+                      (12, "not JSON"), (13, "duplicate utterance id")):
+        assert any(why in r and (f":{line}:" in r or why == "duplicate utterance id") for r in reasons), (why, reasons)
