@@ -244,13 +244,14 @@ def _libritts_texts(chapter: Path, problems: list[Problem]) -> dict[str, str]:
 
 def read_libritts(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
     base = wav_dir or root
-    utts, problems = [], []
+    utts, problems, original = [], [], 0
     for audio in sorted(p for p in base.rglob("*") if p.suffix in AUDIO_EXTS and p.is_file()):
         chapter = audio.parent
         speaker, uid = chapter.parent.name, audio.stem
         txt = next((t for t in (audio.with_name(f"{uid}.normalized.txt"), audio.with_name(f"{uid}.original.txt"))
                     if t.is_file()), None)
         if txt is not None:
+            original += txt.name.endswith(".original.txt")
             text, utf8 = _decode(txt.read_bytes().removeprefix(codecs.BOM_UTF8))
             if not utf8:
                 problems.append(_fallback_note(_rel(root, txt), text))
@@ -264,6 +265,10 @@ def read_libritts(root: Path, metadata: Path | None = None, wav_dir: Path | None
             problems.append(Problem(uid, f"{_rel(root, txt or audio)}: empty transcript"))
             continue
         utts.append(Utterance(uid, _rel(root, audio), " ".join(text.split()), speaker))
+    problems.append(Problem("text", "LibriTTS: read the normalized text (ID.normalized.txt or a "
+                                    "chapter's .trans.tsv)" + (f"; {original} clip(s) had only "
+                                                               "ID.original.txt, read instead" if original else ""),
+                            kept=True))
     return _unique(utts, problems), problems
 
 

@@ -174,11 +174,14 @@ def test_libritts_layout_reads_the_normalized_text_and_reports_what_it_cannot_us
     want = [(uid, text) for i, (uid, text) in enumerate(rows) if i != 6]
     assert sorted((u.id, u.text) for u in utts) == sorted(want)  # normalized, not the original
     assert {u.speaker for u in utts} == {"19", "26"}
-    (bad,) = problems
+    (bad,) = [p for p in problems if not p.kept]
     assert bad.id == rows[6][0] and "no transcript found" in bad.reason
+    (note,) = [p for p in problems if p.kept]  # the report says which text was read
+    assert "read the normalized text" in note.reason and "had only" not in note.reason
 
     report = prepare(tmp_path / "LibriTTS", tmp_path / "cache", load(), progress=False)
     assert report["utterances"] == len(want) and Cache(tmp_path / "cache").speakers == ["19", "26"]
+    assert any("read the normalized text" in n["reason"] for n in report["notes"])
 
 
 def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(tmp_path):
