@@ -71,15 +71,15 @@ class FixedBatches:
         return batch
 
 
-def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None, hooks=(),
+def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
             beside=contextlib.nullcontext, origin: float | None = None, flops: bool = False) -> dict:
     """Compile, warm up and time ``steps`` optimizer steps of ``run`` (see the module docstring).
 
-    ``batches``: a ``FixedBatches`` (built here when not given) or ``run.batches``. ``hooks``:
-    more ``TrainStep`` hooks for the timed steps. ``beside()``: a context manager around the
-    timed steps only (GPU sampling). ``origin``: the time time-to-full-speed counts from
-    (default: now, before compiling). ``flops``: also count the FLOPs of the timed steps (one
-    eager count per shape, after timing) and the MFU they make (``observe.flops``).
+    ``batches``: a ``FixedBatches`` (built here when not given) or ``run.batches``.
+    ``beside()``: a context manager around the timed steps only (GPU sampling). ``origin``: the
+    time time-to-full-speed counts from (default: now, before compiling). ``flops``: also count
+    the FLOPs of the timed steps (one eager count per shape, after timing) and the MFU they make
+    (``observe.flops``).
 
     Returns ``StepTimer.summary()`` with the compile, warm-up, host-launch and loss figures
     added; the losses of the warm-up steps are dropped."""
@@ -101,7 +101,7 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
     step.read_window()  # the warm-up losses
 
     host_ms, timed = 0.0, {}  # shape → [steps, one of its micro-batches]
-    step.hooks += [timer, *hooks]
+    step.hooks.append(timer)
     try:
         with beside():
             t_end = None if seconds is None else time.perf_counter() + seconds
@@ -115,8 +115,7 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
                     break  # the next step would overrun
             sync(run.device)
     finally:
-        for h in (timer, *hooks):
-            step.hooks.remove(h)
+        step.hooks.remove(timer)
     window = step.read_window()
     summary = timer.summary()
     out = {**summary, "compile_s": sum(by_shape) if by_shape else None,
