@@ -110,9 +110,11 @@ def test_ddp_ranks_split_the_epoch(cache, cfg):
                 assert np.array_equal(b["index"].numpy(), plan.indices)
 
 
-def test_validation_uses_training_shapes(cache, cfg):
+def test_validation_uses_the_training_buckets(cache, cfg):
     train, val = make_loader(cache, cfg), make_loader(cache, cfg, "val")
-    assert set(val.sampler.shapes()) <= set(train.sampler.shapes())
+    buckets = {(bk.text_len, bk.mel_len): bk.batch_size for bk in train.sampler.buckets}
+    assert [bk.shape for bk in val.sampler.buckets] == [bk.shape for bk in train.sampler.buckets]
+    assert all(b <= buckets[(tt, tm)] for b, tt, tm in val.sampler.shapes())
     seen = sorted(i for b, p in zip(val, val.sampler.plan()) for i in b["index"][:p.n_real].tolist())
     assert seen == sorted(cache.indices("val"))
 
