@@ -1,12 +1,15 @@
 """Compile time of the training step with inductor, cold and warm, one shape and all shapes.
 
-    python benchmarks/compile_cold_warm.py [--data CACHE] [--shapes 4] [--compile default|regional]
-                                           [--measure ...] [--json out.json]
+    python benchmarks/compile_cold_warm.py [--data CACHE] [--preset tiny] [--shapes 4]
+                                           [--compile default|regional] [--measure ...] [--json out.json]
 
 Three measurements, each in a process of its own (the in-process caches start empty) and each
 timing ``train.compile.compile_shapes`` (forward, loss and backward of one batch per bucket
-shape, as a training run does before step 1) on the ``tiny`` preset with
-``train.compile=default`` (or ``--compile regional``) on this machine's device:
+shape, as a training run does before step 1) on the ``--preset`` (tiny) with
+``train.compile=default`` (or ``--compile regional``) on this machine's device. "Cold" means
+cold: every measurement has a compile cache folder of its own, and its own temporary folder,
+where torch keeps its default caches, so nothing compiled by an earlier measurement is found;
+each reports inductor's and AOTAutograd's cache hits to show it.
 
 1. ``cold_one_shape``: one bucket shape (``data.max_buckets=1``), fresh compile cache;
 2. ``cold_all_shapes``: ``--shapes`` buckets, fresh compile cache;
@@ -52,17 +55,16 @@ def _commit() -> str:
     return r.stdout.strip() + ("+changes" if dirty else "")
 
 
-def measure(data: str, shapes: int, mode: str) -> dict:
+def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     """One measurement in this process (the compile cache is wherever the environment says)."""
     import torch
 
     from myxtts.config import load
     from myxtts.train.batches import BucketBatches
     from myxtts.train.build import build_run
-    from myxtts.train.compile import cache_hits, compile_shapes
-    from myxtts.train.step import compiled_graphs
+    from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs
 
-    cfg = load("tiny", [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
+    cfg = load(preset, [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
     run = build_run(cfg, data, with_batches=False)
     per_shape = compile_shapes(run)
     seconds = sum(per_shape)
@@ -81,11 +83,14 @@ def measure(data: str, shapes: int, mode: str) -> dict:
             "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
 
 
-def _child(data: str, shapes: int, cache: Path, mode: str) -> dict:
+def _child(data: str, preset: str, shapes: int, cache: Path, mode: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["MYXTTS_COMPILE_CACHE"] = str(cache)
+    env["TMPDIR"] = str(cache / "tmp")  # torch's default cache folders live under it
+    (cache / "tmp").mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
-    cmd = [sys.executable, __file__, "--one", "--data", data, "--shapes", str(shapes), "--compile", mode]
+    cmd = [sys.executable, __file__, "--one", "--data", data, "--preset", preset, "--shapes", str(shapes),
+           "--compile", mode]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode:
@@ -99,6 +104,7 @@ def _child(data: str, shapes: int, cache: Path, mode: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", help="prepared cache (default: the test fixture, prepared now)")
+    ap.add_argument("--preset", default="tiny", help="model preset (configs/)")
     ap.add_argument("--shapes", type=int, default=4, help="data.max_buckets of the all-shapes runs")
     ap.add_argument("--compile", default="default", choices=["default", "regional"], help="train.compile")
     ap.add_argument("--measure", default="cold_one_shape,cold_all_shapes,warm_all_shapes",
@@ -108,7 +114,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(measure(a.data, a.shapes, a.compile)))
+        print(json.dumps(measure(a.data, a.preset, a.shapes, a.compile)))
         return
     import torch
 
@@ -122,17 +128,19 @@ def main() -> None:
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replicate_corpus.py"), str(FIXTURE),
                         str(tmp / "corpus"), "--copies", "20"], check=True, capture_output=True)
         data = str(tmp / "cache")
-        prepare(tmp / "corpus", data, load("tiny"), progress=False)
+        prepare(tmp / "corpus", data, load(a.preset), progress=False)
     res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": {
         "cpu": _cpu_model(), "cpus": os.cpu_count(), "gpu": None}, "torch": torch.__version__,
         "commit": _commit(), "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "preset": "tiny", "backend": "inductor", "device": "cpu", "compile": a.compile}
+        "preset": a.preset, "backend": "inductor", "device": "cpu", "mode": a.compile}
     plans = {"cold_one_shape": (1, tmp / "one"), "warm_one_shape": (1, tmp / "one"),
              "cold_all_shapes": (a.shapes, tmp / "all"), "warm_all_shapes": (a.shapes, tmp / "all")}
     for name in a.measure.split(","):
         n, cache = plans[name]
         print(f"{name}: data.max_buckets={n}, cache {cache} ...", file=sys.stderr, flush=True)
-        res[name] = _child(data, n, cache, a.compile)
+        res[name] = _child(data, a.preset, n, cache, a.compile)
+        res[f"{name}_s"] = res[name]["compile_s"]
+        res["shapes"] = res[name]["shapes"] if n == a.shapes else res.get("shapes")
         print(f"  {res[name]['compile_s']} s, per shape {res[name]['per_shape_s']}", file=sys.stderr, flush=True)
         if a.json:  # written after each measurement: a partial record survives an interruption
             Path(a.json).write_text(json.dumps(res, indent=2) + "\n")

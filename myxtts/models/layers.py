@@ -42,7 +42,7 @@ def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     shared by its layers: a boolean mask is converted to this inside every attention call.
     Finite rather than -inf, so a row with every key masked stays finite."""
     zero = torch.zeros((), dtype=dtype, device=mask.device)
-    return torch.where(mask, zero, torch.finfo(dtype).min)[:, None, None, :]
+    return torch.where(mask[:, None, None, :], zero, torch.finfo(dtype).min)
 
 
 def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:

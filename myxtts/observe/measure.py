@@ -27,10 +27,9 @@ import numpy as np
 from myxtts.observe.flops import count_step_flops, mfu
 from myxtts.train.batches import Batch, BucketBatches, bucket_plan
 from myxtts.train.build import Run
-from myxtts.train.compile import compile_shapes
+from myxtts.train.compile import compile_shapes, compiled_graphs
 from myxtts.train.loop import Loop
 from myxtts.train.precision import device_name, sync
-from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer, shape_key
 
 WARM_PASSES = {"off": 1, "default": 2, "regional": 2, "cudagraphs": 3}

@@ -31,9 +31,9 @@ from myxtts.observe.measure import measure
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run
+from myxtts.train.compile import compiled_graphs
 from myxtts.train.loop import Loop
 from myxtts.train.precision import device_name, sync, usable_cpus
-from myxtts.train.step import compiled_graphs
 from myxtts.train.timers import StepTimer
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")

@@ -26,7 +26,7 @@ from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
-from myxtts.train.compile import resolve_compile, use_cache
+from myxtts.train.compile import compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.optim import build_optimizer, build_scheduler
 from myxtts.train.plan import Plan
@@ -107,7 +107,8 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
     opt = build_optimizer(core, cfg.train)
     sched = build_scheduler(opt, cfg.train)
-    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train, backend)
+    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train)
+    compile_step(step_fn, cfg.train.compile, backend)
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,

@@ -1,16 +1,23 @@
-"""How the training step is compiled: the ``auto`` mode, a compile cache that survives the run,
-and compiling every bucket shape before the first step.
+"""How the training step is compiled: the one function that applies compile to a step, the
+``auto`` mode, a compile cache that survives the run, and compiling before the first step.
 
-``train.compile=regional`` compiles only the repeated transformer blocks, each with dynamic batch
-size and lengths, and runs the rest of the step eagerly: one compile serves every bucket shape,
-so a run with many shapes starts about as fast as a run with one, at the price of the eager
-remainder's launches (see ``compile_blocks``).
+``train.compile=default`` and ``cudagraphs`` compile the whole step (forward, loss and, through
+AOTAutograd, backward) once, with the batch size and the lengths as symbols rather than
+constants: every bucket shape runs the same compiled graphs, so a run with 8 shapes starts about
+as fast as a run with one, and ``cudagraphs`` then records one CUDA graph per shape, which costs
+a step or two each, not a compile. A few places in torch would otherwise fix a dimension to the
+first batch's value and compile again for every shape; ``train.symbolic`` undoes each. A
+dimension of size 1 (a batch of one utterance) is still specialised by PyTorch and compiles
+graphs of its own.
+
+``train.compile=regional`` compiles only the repeated transformer blocks, also once for every
+shape, and runs the rest of the step eagerly (see ``compile_blocks``).
 
 ``train.compile=auto`` (the default) means, on a CUDA GPU, inductor with CUDA graphs: an eager
 step of a small TTS model launches thousands of few-microsecond kernels and leaves the GPU
 waiting on the host; replaying the whole step as one graph removes that. Under DDP it means
 inductor without graphs, and the run header says so. On a CPU it means eager, because inductor
-compiles for minutes per shape on a CPU and gains little there.
+compiles for minutes on a CPU and gains little there.
 
 Compiled kernels go to ``$MYXTTS_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/myxtts/compile``, else
 ``~/.cache/myxtts/compile`` (``train.compile_cache`` overrides both), so a resumed run or a
@@ -26,8 +33,13 @@ from pathlib import Path
 
 import torch
 
+from myxtts.errors import UserError
 from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
+from myxtts.train.symbolic import keep_shapes_symbolic
+
+# torch.compile's mode for each whole-step setting.
+COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
 
 
 def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tuple[str, str]:
@@ -40,6 +52,49 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tu
         return "default", ("auto: inductor without CUDA graphs under DDP (the gradient all-reduce "
                            "runs between the compiled pieces, outside any graph)")
     return "cudagraphs", "auto: inductor with CUDA graphs"
+
+
+def compile_step(step, mode: str, backend: str | None = None) -> None:
+    """Apply ``train.compile`` (already resolved: off, default, cudagraphs or regional) to a
+    training step: the one place a step is compiled. ``backend`` overrides torch.compile's
+    (inductor); the tests pass aot_eager."""
+    step.compile_mode = mode
+    if mode == "off":
+        return
+    device = step.precision.device
+    if mode == "cudagraphs" and device.type != "cuda":
+        raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
+    _allow_many_shapes()
+    kw = {"backend": backend} if backend else {}
+    if mode == "regional":
+        compile_blocks(step.core, backend)
+        return
+    keep_shapes_symbolic(device)
+    step.loss_fn = torch.compile(step.forward_loss, mode=COMPILE_MODES[mode], dynamic=True, **kw)
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (one per new shape or recompile)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _allow_many_shapes(n: int = 64) -> None:
+    # A graph that specialised after all (a batch of one, a guard only a CPU kernel adds) is one
+    # more cache entry; the default limit (8) would fall back to eager. Newer releases renamed
+    # the knob.
+    import torch._dynamo.config as dcfg
+
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(dcfg, knob):
+            setattr(dcfg, knob, max(getattr(dcfg, knob), n))
+    if hasattr(dcfg, "accumulated_cache_size_limit"):
+        dcfg.accumulated_cache_size_limit = max(dcfg.accumulated_cache_size_limit, 4 * n)
+    import torch._inductor.config as icfg
+
+    # CUDA graphs record one graph per shape; more than 8 shapes is expected, not a warning.
+    icfg.triton.cudagraph_dynamic_shape_warn_limit = None
 
 
 def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:

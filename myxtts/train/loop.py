@@ -24,7 +24,7 @@ from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train.build import Run
-from myxtts.train.step import compiled_graphs
+from myxtts.train.compile import compiled_graphs
 from myxtts.train.timers import StepTimer
 
 

@@ -1,10 +1,8 @@
 """The training step: forward, losses, backward, clipping, optimizer and schedule.
 
-Forward and loss run as one ``torch.compile``d function, which AOTAutograd turns into a
-compiled forward and a compiled backward graph per bucket shape (``dynamic=False``: a fixed
-shape set compiles once each and never again); ``train.compile=regional`` compiles only the
-transformer blocks, once for all shapes (``train.compile.compile_blocks``). Clipping runs as
-foreach kernels and the update as one fused AdamW kernel per parameter group.
+Forward and loss are one function, ``forward_loss``, which the builder compiles from outside
+(``train.compile.compile_step``; AOTAutograd turns it into a compiled forward and backward).
+Clipping runs as foreach kernels and the update as one fused AdamW kernel per parameter group.
 
 Nothing here reads a value back to the host. Losses are summed into device tensors and read only
 when the trainer logs; a non-finite loss or gradient norm sets the fused optimizer's
@@ -19,30 +17,7 @@ import contextlib
 import torch
 
 from myxtts.config import TrainConfig
-from myxtts.errors import UserError
-from myxtts.train.compile import compile_blocks
 from myxtts.train.precision import Precision
-
-COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
-
-
-def compiled_graphs() -> int:
-    """Graphs dynamo has compiled in this process so far (one per new shape or recompile)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-def _allow_many_shapes(n: int = 64) -> None:
-    # Each bucket shape is one cache entry; the default limit (8) would fall back to eager for
-    # a run with more shapes. Newer releases renamed the knob.
-    import torch._dynamo.config as dcfg
-
-    for knob in ("cache_size_limit", "recompile_limit"):
-        if hasattr(dcfg, knob):
-            setattr(dcfg, knob, max(getattr(dcfg, knob), n))
-    if hasattr(dcfg, "accumulated_cache_size_limit"):
-        dcfg.accumulated_cache_size_limit = max(dcfg.accumulated_cache_size_limit, 4 * n)
 
 
 class StepCounters:
@@ -121,33 +96,24 @@ class StepCounters:
 
 class TrainStep(StepCounters):
     def __init__(self, model: torch.nn.Module, core: torch.nn.Module, optimizer, scheduler,
-                 precision: Precision, cfg: TrainConfig, backend: str | None = None):
+                 precision: Precision, cfg: TrainConfig):
         """``model`` is what runs forward (possibly DDP-wrapped); ``core`` the bare XTTS, whose
-        ``losses`` method scores the output. ``backend`` overrides torch.compile's (inductor)."""
+        ``losses`` method scores the output. The step runs eagerly until
+        ``train.compile.compile_step`` compiles it."""
         self.model, self.core, self.opt, self.sched = model, core, optimizer, scheduler
         self.precision, self.cfg = precision, cfg
         self.scaler = precision.grad_scaler()
         self.params = [p for p in core.parameters() if p.requires_grad]
-        dev = precision.device
-        super().__init__(dev)
+        super().__init__(precision.device)
         self.micro_batches = cfg.grad_accum
-        self.compile_mode = cfg.compile
+        self.compile_mode = "off"
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
         # Objects with phase(name), told where forward, backward (with clipping) and optimizer
         # (with the schedule) start: measurement from outside (train.timers, profile ranges).
         self.hooks: list = []
-        self.loss_fn = self._forward_loss
-        if cfg.compile != "off":
-            if cfg.compile == "cudagraphs" and dev.type != "cuda":
-                raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
-            _allow_many_shapes()
-            if cfg.compile == "regional":
-                compile_blocks(core, backend)
-            else:
-                self.loss_fn = torch.compile(self._forward_loss, mode=COMPILE_MODES[cfg.compile],
-                                             dynamic=False, **({"backend": backend} if backend else {}))
+        self.loss_fn = self.forward_loss
 
-    def _forward_loss(self, batch: dict) -> dict:
+    def forward_loss(self, batch: dict) -> dict:
         with self.precision.autocast():
             out = self.model(batch)
         return self.core.losses(batch, {k: v.float() for k, v in out.items()})

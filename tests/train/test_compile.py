@@ -105,7 +105,7 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
     first shape serve the second (no new graph), the losses equal the eager step's, and
     generation (eval mode) compiles nothing."""
     from myxtts.train.batches import BucketBatches
-    from myxtts.train.step import compiled_graphs
+    from myxtts.train.compile import compiled_graphs
 
     torch._dynamo.reset()
     # Batches of two or more in every bucket: PyTorch specialises a dimension of size 1, so a
@@ -148,3 +148,69 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
     mels, lens, _ = run.model.generate(b["tokens"][:1], b["token_lens"][:1], b["ref_mel"][:1],
                                        b["ref_lens"][:1], max_steps=4)
     assert compiled_graphs() == g1 and mels.shape[0] == 1 and torch.isfinite(mels).all()
+
+
+SYMBOLIC_STEP = """
+import json, sys, torch
+import torch.nn.functional as F
+from myxtts.models.layers import EncoderBlock, attention_bias, length_mask
+from myxtts.train.compile import compiled_graphs
+from myxtts.train.symbolic import keep_shapes_symbolic
+
+class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, a block, a 1-D conv
+    def __init__(self):
+        super().__init__()
+        self.inp, self.block = torch.nn.Linear(8, 32), EncoderBlock(32, 2, 2, 0.0)
+        self.conv = torch.nn.Conv1d(32, 8, 5, padding=2)
+
+    def forward(self, x, lens):  # x (B, T, 8), lens (B,)
+        b, t, _ = x.shape
+        mask = length_mask(lens, t)  # (B, T)
+        h = self.block(self.inp(x).reshape(b * t, 32), b, attention_bias(mask, x.dtype))
+        y = self.conv(F.gelu(h.reshape(b, t, 32)).transpose(1, 2)).transpose(1, 2)  # (B, T, 8)
+        return ((y - x) ** 2 * mask[..., None]).sum() / mask.sum()
+
+if sys.argv[1] == "fixed":
+    keep_shapes_symbolic(torch.device("cpu"))
+torch.manual_seed(0)
+model = Step()
+step = torch.compile(model, dynamic=True)
+worst = 0.0
+# batch 16 then 8 (oneDNN's choice), sums of 3200 then 4800 rows (inductor's C++ helper)
+for b, t in [(16, 200), (8, 600)]:
+    x, lens = torch.randn(b, t, 8), torch.randint(t // 2, t + 1, (b,))
+    got = step(x, lens)
+    got.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    want = model(x, lens)
+    want.backward()
+    worst = max([worst, float((got - want).detach().abs())] +
+                [float((g - p.grad).abs().max()) for g, p in zip(grads, model.parameters())])
+    model.zero_grad()
+print(json.dumps({"graphs": compiled_graphs(), "worst_abs_diff": worst}))
+"""
+
+
+def _compile_two_shapes(which: str, tmp_path) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / which)  # cold: a cache of its own
+    r = subprocess.run([sys.executable, "-c", SYMBOLIC_STEP, which], capture_output=True, text=True,
+                       env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_one_inductor_compile_serves_every_batch_size_and_length(tmp_path):
+    """A step of the model's own layers, compiled by inductor with symbolic shapes, runs a second
+    batch size and length on the graph of the first, and matches eager (loss and gradients).
+    Without ``keep_shapes_symbolic`` the same two shapes compile twice (checked when it was
+    written: torch 2.13 specialises the lengths in the backward)."""
+    out = _compile_two_shapes("fixed", tmp_path)
+    assert out["graphs"] == 1, out
+    assert out["worst_abs_diff"] < 1e-4, out
