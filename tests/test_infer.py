@@ -1,5 +1,4 @@
 """`Synthesizer` and `myxtts synthesize`: references of any rate, neutral voice, clear errors."""
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -164,15 +163,6 @@ def test_command_line(run_dir, tmp_path, capsys):
     assert "not trained on: 'ж'" in capsys.readouterr().err
     assert main(["synthesize", "--checkpoint", str(tmp_path / "nothing"), "--text", "The fox"]) == 2
     assert "not found" in capsys.readouterr().err
-
-
-def test_command_line_subprocess_single_file(run_dir, tmp_path, myxtts_cmd):
-    out = tmp_path / "one.wav"
-    r = subprocess.run([*myxtts_cmd, "synthesize", "--checkpoint", str(run_dir), "--text",
-                        "The quick brown fox.", "--out", str(out), "--vocoder",
-                        str(run_dir / "vocoder.safetensors")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert out.is_file() and "Griffin-Lim" not in r.stderr
 
 
 def _fake_generate(lengths, value):

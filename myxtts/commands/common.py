@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from pathlib import Path
 
 from myxtts.config import PRESETS_DIR, Config, ConfigError, load
+from myxtts.errors import UserError
 
 # Exit codes a script or scheduler can rely on.
 EXIT_OK = 0
@@ -73,6 +75,27 @@ def load_config(name: str | None, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"--config {name}: no such file or preset{hint}; presets: "
                           + ", ".join(presets()))
     return load(name, overrides)
+
+
+def check_output(path: str | Path | None, option: str, folder: bool = False) -> None:
+    """Refuse, before any work starts, an output that could never be written: a file where a
+    folder must go, a folder where a file must go, or no write permission. Otherwise the error
+    would be a traceback after minutes of measuring. Nothing is created here, so a command that
+    fails later leaves nothing behind."""
+    if path is None:
+        return
+    p = Path(path)
+    if folder and p.exists() and not p.is_dir():
+        raise UserError(f"{option} {path}: cannot create the folder (a file is in the way)")
+    if not folder and p.is_dir():
+        raise UserError(f"{option} {path}: is a folder; give a file name")
+    existing = p if folder else p.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{option} {path}: cannot write there ({existing} is a file, not a folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: cannot write there (no write permission in {existing})")
 
 
 def err(text: str) -> None:

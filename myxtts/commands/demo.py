@@ -14,10 +14,11 @@ from pathlib import Path
 
 import torch
 
-from myxtts.commands.common import add_command
+from myxtts.commands.common import add_command, check_output
 from myxtts.commands.prepare import print_report
 from myxtts.config import load
 from myxtts.data.prepare import prepare
+from myxtts.errors import UserError
 from myxtts.text import phonemes_missing
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"
@@ -44,6 +45,13 @@ def step_cap(preset_steps: int, minutes: float) -> int:
 
 
 def run_demo(out: Path, minutes: float, steps: int | None) -> int:
+    # Both checked before preparing: --steps 0 would otherwise mean "no cap" (the preset's
+    # thousands of steps, with no time budget either), and --minutes 0 no time budget.
+    if steps is not None and steps < 1:
+        raise UserError(f"--steps must be at least 1, got {steps}")
+    if not minutes > 0:
+        raise UserError(f"--minutes must be positive, got {minutes:g}")
+    check_output(out, "--out", folder=True)
     timings = {}
     preset = "small" if torch.cuda.is_available() else "tiny"
     settings = text_settings()

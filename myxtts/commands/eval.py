@@ -7,7 +7,7 @@ Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits
 """
 from __future__ import annotations
 
-from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, err
+from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, check_output, err
 
 
 def add_parser(sub) -> None:
@@ -31,9 +31,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from myxtts.evaluate import require
     from myxtts.evaluate.report import LABELS, figure_text  # imported late: they load torch
     from myxtts.evaluate.suite import evaluate_checkpoint
 
+    require()  # a missing extra is the first thing to say
+    check_output(args.out, "--out", folder=True)  # before minutes of synthesis and ASR
     summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
                                   args.device, args.asr_model, args.seed, log=err, split=args.split)
     nm = summary["not_measured"]

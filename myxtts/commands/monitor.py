@@ -9,7 +9,7 @@ import math
 import sys
 import time
 
-from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, err
+from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, check_output, err
 from myxtts.errors import UserError
 from myxtts.observe.gpu import GpuSampler, GpuUnavailable, write_csv
 from myxtts.observe.monitor import plot_timeline, summary_text
@@ -34,6 +34,8 @@ def run(args) -> int:
         raise UserError(f"--interval must be positive, got {args.interval}")
     if args.duration is not None and args.duration <= 0:
         raise UserError(f"--duration must be positive, got {args.duration}")
+    check_output(args.out, "--out")  # written after sampling, when a traceback would lose it all
+    check_output(args.plot, "--plot")
     try:
         sampler = GpuSampler(args.interval).start()
     except GpuUnavailable as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, err, load_config
+from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, check_output, err, load_config
 from myxtts.observe.diagnose import INPUT_BOUND_MODERATE_PCT
 from myxtts.observe.format import findings_text, fmt
 from myxtts.observe.profile import profile
@@ -28,6 +28,8 @@ def add_parser(sub) -> None:
 
 def _cmd(args) -> int:
     cfg = load_config(args.config, args.overrides)
+    check_output(args.out, "--out", folder=True)
+    check_output(args.json, "--json")
     r = profile(cfg, args.data, args.steps, args.out, say=err)
     print(text(r))
     if args.json:

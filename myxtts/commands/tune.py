@@ -8,7 +8,7 @@ YAML overlay and a merged config.
 """
 from __future__ import annotations
 
-from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, err, load_config
+from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, check_output, err, load_config
 from myxtts.observe.tune import tune
 
 
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
 
 def _cmd(args) -> int:
     cfg = load_config(args.config, args.overrides)
+    check_output(args.out, "--out")  # the merged config goes beside it
     r = tune(cfg, args.data, args.out, say=err)
     print(text(r))
     return EXIT_OK

@@ -127,6 +127,8 @@ def _the_error_line(stderr: str, command: str) -> str:
 TRAIN = ["train", "--config", "tiny", "--data", "{cache}", "--out", "{tmp}/run"]
 SYNTH = ["synthesize", "--checkpoint", "{model}", "--device", "cpu", "--out", "{tmp}/o.wav"]
 FIX = "run `myxtts cache verify"
+BENCH_LOADER = ["bench", "loader", "--config", "tiny", "--data", "{cache}", "--quick"]
+BENCH_TRAIN = ["bench", "train", "--config", "tiny", "--data", "{cache}", "--quick", "--modes", "eager_fp32"]
 
 # id: (argv, exit code, what the one error line must say). Each runs in this process through
 # `myxtts.cli.main`, the entry point the console script calls.
@@ -205,6 +207,29 @@ ROWS = {
     "synth-unknown-letter-in-long-text": ([*SYNTH, "--text", "The fox ran. " * 200 + "жил"], 2,
                                           ["not trained on: ", "in 'жил'"]),
     "synth-batch-size-zero": ([*SYNTH, "--text", "Hi.", "--batch-size", "0"], 2, ["--batch-size"]),
+    # Outputs that could never be written are refused before the measuring starts, not with a
+    # traceback after it; numbers that mean nothing are refused, not taken as the default.
+    "bench-loader-negative-workers": ([*BENCH_LOADER, "--workers", "-1"], 2, ["--workers", "-1"]),
+    "bench-loader-negative-step-ms": ([*BENCH_LOADER, "--step-ms", "-5"], 2, ["--step-ms must be positive"]),
+    "bench-loader-json-under-a-file": ([*BENCH_LOADER, "--json", "{w}/file/b.json"], 2,
+                                       ["--json", "file is a file, not a folder"]),
+    "bench-train-zero-steps": ([*BENCH_TRAIN, "--steps", "0"], 2, ["--steps must be at least 1, got 0"]),
+    "bench-train-json-under-a-file": ([*BENCH_TRAIN, "--json", "{w}/file/t.json"], 2,
+                                      ["--json", "cannot write there"]),
+    "profile-out-over-a-file": (["profile", "--config", "tiny", "--data", "{cache}", "--out", "{w}/file"], 2,
+                                ["--out", "cannot create the folder (a file is in the way)"]),
+    "profile-json-under-a-file": (["profile", "--config", "tiny", "--data", "{cache}", "--out", "{tmp}/p",
+                                   "--json", "{w}/file/p.json"], 2, ["--json", "cannot write there"]),
+    "tune-out-under-a-file": (["tune", "--config", "tiny", "--data", "{cache}", "--out", "{w}/file/t.yaml"],
+                              2, ["--out", "cannot write there"]),
+    "tune-out-is-a-folder": (["tune", "--config", "tiny", "--data", "{cache}", "--out", "{w}/empty"], 2,
+                             ["--out", "is a folder; give a file name"]),
+    "eval-out-over-a-file": (["eval", "--checkpoint", "{run}", "--data", "{cache}", "--out", "{w}/file"], 2,
+                             ["--out", "a file is in the way"]),
+    "monitor-out-under-a-file": (["monitor", "--duration", "1", "--out", "{w}/file/g.csv"], 2,
+                                 ["--out", "cannot write there"]),
+    "demo-zero-steps": (["demo", "--steps", "0", "--out", "{tmp}/d"], 2, ["--steps must be at least 1"]),
+    "demo-zero-minutes": (["demo", "--minutes", "0", "--out", "{tmp}/d"], 2, ["--minutes must be positive"]),
 }
 
 

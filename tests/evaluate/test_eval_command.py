@@ -1,41 +1,12 @@
-"""`myxtts eval` end to end on a tiny model trained in the test, and training's periodic eval."""
+"""Training's periodic eval, `myxtts eval` without its extra, and the sentences it picks. The
+command end to end (every figure, the page and its audio) runs in
+tests/commands/test_every_command.py, on the run every command shares."""
 import json
-import subprocess
-import sys
 
 from myxtts import cli
-from myxtts.evaluate.evaluation import FIGURES, plan
+from myxtts.evaluate.evaluation import plan
 
-from .conftest import ROOT, train_tiny
-
-
-def test_eval_writes_every_figure_and_a_page_with_audio(tiny_run, short_val_cache, tmp_path):
-    run, _ = tiny_run
-    out = tmp_path / "eval"
-    r = subprocess.run([sys.executable, "-m", "myxtts", "eval", "--checkpoint", str(run), "--data",
-                        str(short_val_cache), "--out", str(out), "--limit", "1"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    report = json.loads((out / "eval.json").read_text())
-    assert report["sentences"] == 1 and report["step"] == 3
-    for key in FIGURES:
-        assert key in report
-    # single speaker: the mismatched-voice figure is missing, and says why
-    assert report["speaker_cosine_mismatched"] is None
-    assert "one speaker" in report["not_measured"]["speaker_cosine_mismatched"]
-    # the recordings are understood; two steps of training are not
-    assert report["wer_ground_truth"] <= 0.25 and report["wer_copy_synthesis"] <= 0.5
-    assert report["wer"] >= 0.9
-    assert 0.0 <= report["stopped_share"] <= 1.0 and report["duration_ratio"] > 0 and report["rtf"] > 0
-    (row,) = report["per_sentence"]
-    assert row["id"] == "LJ001-0002" and row["reference"] != row["id"]
-    assert row["transcript_ground_truth"].lower().startswith("in being comparatively modern")
-    html = (out / "eval.html").read_text()
-    for key in ("wav", "wav_ground_truth", "wav_copy_synthesis"):
-        assert (out / row[key]).stat().st_size > 1000
-        assert f'src="{row[key]}"' in html
-    assert html.count("<audio") == 3 and "data:image/png;base64," in html
-    assert "WER, synthesized" in r.stdout
+from .conftest import train_tiny
 
 
 def _records(run):

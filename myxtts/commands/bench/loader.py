@@ -29,11 +29,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
 from myxtts.commands.bench import demo_cache
+from myxtts.commands.common import check_output
 from myxtts.config import Config, load
 from myxtts.data.cache import Cache
 from myxtts.data.dataset import MEL_PAD, ref_frames_for
 from myxtts.data.loader import make_loader, make_sampler
 from myxtts.data.sampler import BucketSampler, round_up
+from myxtts.errors import UserError
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
 from myxtts.observe.flops import count_step_flops, peak_tflops
 from myxtts.train.precision import device_name
@@ -184,6 +186,11 @@ def padding_by_multiple(cache: Cache, cfg: Config) -> dict:
 
 def run(args) -> int:
     load_before = os.getloadavg()[0]  # other processes' CPU use skews every number below
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers must be 0 (load in this process) or more, got {args.workers}")
+    if args.step_ms is not None and args.step_ms <= 0:
+        raise UserError(f"--step-ms must be positive, got {args.step_ms:g}")
+    check_output(args.json, "--json")
     cfg = load(args.config, args.overrides)
     workers = cfg.data.num_workers if args.workers is None else args.workers
     path = Path(args.data) if args.data else demo_cache(cfg)

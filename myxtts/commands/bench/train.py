@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from myxtts.commands.bench import demo_cache
+from myxtts.commands.common import check_output
 from myxtts.config import load
 from myxtts.data.cache import write_json as atomic_write_json
 from myxtts.errors import UserError
@@ -57,9 +58,10 @@ def run(args) -> int:
     config = args.config or ("tiny" if quick_cpu else "base")
     overrides = (QUICK_CPU if quick_cpu and not args.config else []) + list(args.overrides)
     cfg = load(config, overrides)
+    if args.steps is not None and args.steps < 1:  # 0 too: it is not "the default"
+        raise UserError(f"--steps must be at least 1, got {args.steps}")
     steps = args.steps or ((4 if args.quick else 10) if cpu else (10 if args.quick else 30))
-    if steps < 1:
-        raise UserError("--steps must be at least 1")
+    check_output(args.json, "--json")
     selected = parse_modes(args.modes)
     path = Path(args.data) if args.data else demo_cache(cfg)
     # data.frame_budget=auto is resolved once, as a training run here would resolve it, so the
