@@ -141,6 +141,8 @@ class TrainConfig:
                            "regional: only the transformer blocks, one compile for every shape")
     compile_cache: str = _f("", help="folder for compiled kernels; empty: $MYXTTS_COMPILE_CACHE "
                                      "or ~/.cache/myxtts/compile")
+    recompute: bool = _f(False, help="recompute each transformer block in the backward pass instead of "
+                                     "keeping its activations: less memory, more compute")
     seed: int = _f(1234)
     deterministic: bool = _f(False)
     log_every: int = _f(50, lo=1)

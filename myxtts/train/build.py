@@ -31,6 +31,7 @@ from myxtts.train.distributed import DistInfo
 from myxtts.train.optim import build_optimizer, build_scheduler
 from myxtts.train.plan import Plan
 from myxtts.train.precision import Precision, device_name, pick_device, resolve
+from myxtts.train.recompute import recompute_blocks
 from myxtts.train.step import TrainStep
 from myxtts.train.vocoder import VocoderStep
 
@@ -105,6 +106,8 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
         return _vocoder(cfg, data, info, device, prec, with_batches, plan)
     cache = Cache(data, expect=cfg)
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
+    if cfg.train.recompute:
+        recompute_blocks(core)
     opt = build_optimizer(core, cfg.train)
     sched = build_scheduler(opt, cfg.train)
     step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train)
