@@ -60,7 +60,7 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     import torch
 
     from myxtts.config import load
-    from myxtts.train.batches import BucketBatches
+    from myxtts.train.batches import BucketBatches, shape_plans
     from myxtts.train.build import build_run
     from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs
 
@@ -71,8 +71,8 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     graphs, (hits, misses) = compiled_graphs(), cache_hits()
     bb = BucketBatches(run.cache, run.cfg, run.device)
     with torch.random.fork_rng(devices=[]):
-        for b in range(len(run.shapes)):  # every shape again: nothing may compile now
-            run.step_fn.compile_shape(bb.of_bucket(run.sampler, b))
+        for plan in shape_plans(run.sampler):  # every shape again: nothing may compile now
+            run.step_fn.compile_shape(bb.device_batch(plan))
     from torch._dynamo.utils import counters
 
     return {"shapes": [list(s) for s in run.shapes], "compile_s": round(seconds, 1),

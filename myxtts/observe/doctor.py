@@ -246,10 +246,10 @@ def configuration(doc: Doc, cfg, dev, sampler) -> None:
                  f"kernels {cost} on a small CPU", "`train.compile=off`", "cpu-compile", 5)
     if sampler is not None:
         rep = sampler.padding_report()
-        doc.m.update(padding_pct=rep["mel_padding_pct"], n_shapes=len(sampler.buckets))
+        doc.m.update(padding_pct=rep["mel_padding_pct"], n_shapes=len(sampler.shapes()))
         shapes = ", ".join("x".join(map(str, s)) for s in sampler.shapes())
         doc.check(C, "buckets", "ok" if rep["mel_padding_pct"] < PADDING_LOW_PCT else "warn",
-                  f"{len(sampler.buckets)} shapes (B x Tt x Tm): {shapes}; padding {rep['mel_padding_pct']:.1f} % "
+                  f"{len(sampler.shapes())} shapes (B x Tt x Tm): {shapes}; padding {rep['mel_padding_pct']:.1f} % "
                   f"of mel frames, filler {rep['filler_pct']:.1f} %")
 
 

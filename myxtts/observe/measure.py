@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from myxtts.observe.flops import count_step_flops, mfu
-from myxtts.train.batches import Batch, BucketBatches, bucket_plan
+from myxtts.train.batches import Batch, BucketBatches, shape_plans
 from myxtts.train.build import Run
 from myxtts.train.compile import compile_shapes, compiled_graphs
 from myxtts.train.loop import Loop
@@ -36,20 +36,16 @@ WARM_PASSES = {"off": 1, "default": 2, "regional": 2, "cudagraphs": 3}
 
 
 class FixedBatches:
-    """One real batch per bucket shape (its first batch of epoch 0), on the device; ``next()``
-    cycles through them in bucket order."""
+    """One real batch per batch shape (its first batch of epoch 0), on the device; ``next()``
+    cycles through them in the sampler's order of shapes."""
 
     def __init__(self, cache, cfg, device):
         from myxtts.data.loader import make_sampler
 
         sampler = make_sampler(cache, cfg, "train")
-        first = {}
-        for p in sampler.global_plan(0):
-            first.setdefault(p.bucket, p)
         bb = BucketBatches(cache, cfg, device)
         self.batches: list[Batch] = []
-        for b in range(len(sampler.buckets)):
-            plan = first.get(b) or bucket_plan(sampler, b)
+        for plan in shape_plans(sampler):
             self.batches.append(Batch(bb.device_batch(plan), int(np.sum(cache.n_frames[plan.indices])),
                                       len(plan.indices)))
         sync(device)

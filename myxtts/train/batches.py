@@ -69,8 +69,18 @@ def bucket_plan(sampler, b: int, epoch: int = 0) -> BatchPlan:
     return BatchPlan(rows, min(members.size, bk.batch_size), bk.mel_len, bk.text_len, epoch, b)
 
 
+def shape_plans(sampler) -> list[BatchPlan]:
+    """One plan per shape of ``sampler.shapes()``, in its order: the first batch of that shape in
+    epoch 0 (real rows), or a bucket's full batch from its members where the split has none."""
+    first: dict = {}
+    for p in sampler.global_plan(0):
+        first.setdefault((len(p.indices), p.text_len, p.mel_len), p)
+    full = {bk.shape: b for b, bk in enumerate(sampler.buckets)}
+    return [first.get(shape) or bucket_plan(sampler, full[shape]) for shape in sampler.shapes()]
+
+
 class BucketBatches:
-    """Device batches of any bucket shape, built in this process (no loader workers)."""
+    """Device batches of any plan, built in this process (no loader workers)."""
 
     def __init__(self, cache, cfg, device: torch.device):
         self.cfg, self.device = cfg, device

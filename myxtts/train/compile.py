@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from myxtts.errors import UserError
-from myxtts.train.batches import BucketBatches
+from myxtts.train.batches import BucketBatches, shape_plans
 from myxtts.train.precision import sync
 from myxtts.train.symbolic import keep_shapes_symbolic
 
@@ -170,7 +170,7 @@ def compile_shapes(run, progress=None, batches=None) -> list[float]:
         return []
     if batches is None:
         bb = BucketBatches(run.cache, run.cfg, run.device)
-        batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.sampler.buckets))]
+        batches = [bb.device_batch(plan) for plan in shape_plans(run.sampler)]
     devices = [run.device] if run.device.type == "cuda" else []
     seconds: list[float] = []
     t0 = time.perf_counter()

@@ -83,8 +83,12 @@ class TrainLog:
         an estimate of the time left, keeps a silent GPU from reading as a hung run."""
         if k == 0:
             self.say(f"compiling the step for shape 1 of {n} (the GPU waits for the compiler meanwhile)")
+            self._compiled_s = 0.0
             return
-        left = f", about {elapsed / k * (n - k):.0f} s left" if k < n else ""
+        # The last shape's time, not the mean: the first shape compiles the step and the others
+        # reuse it, so the mean would overstate what is left.
+        last, self._compiled_s = elapsed - getattr(self, "_compiled_s", 0.0), elapsed
+        left = f", about {last * (n - k):.0f} s left" if k < n else ""
         more = f"; compiling shape {k + 1} of {n}" if k < n else ""
         self.say(f"compiled shape {k} of {n}, {elapsed:.0f} s elapsed{left}{more}")
 

@@ -118,10 +118,10 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
                                "model.decoder=autoregressive"])
     eager = build_run(cfg, lj_cache, with_batches=False)
     run = build_run(cfg, lj_cache, compile="regional", backend="aot_eager", with_batches=False)
-    assert run.step_fn.compile_mode == "regional" and len(run.shapes) == 2
+    assert run.step_fn.compile_mode == "regional" and len(run.sampler.buckets) == 2
     run.model.load_state_dict(eager.model.state_dict())
     bb = BucketBatches(run.cache, run.cfg, run.device)
-    batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.shapes))]
+    batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.sampler.buckets))]
     g0 = compiled_graphs()
     run.step_fn.compile_shape(batches[0])
     after_first = compiled_graphs() - g0
