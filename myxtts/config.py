@@ -143,6 +143,9 @@ class TrainConfig:
                                      "or ~/.cache/myxtts/compile")
     recompute: bool = _f(False, help="recompute each transformer block in the backward pass instead of "
                                      "keeping its activations: less memory, more compute")
+    freeze: str = _f("", help="acoustic model parts whose weights stay as they are, comma-separated "
+                              "(text_encoder, ref_encoder, decoder, or a dotted part such as "
+                              "decoder.postnet): for fine-tuning; empty: train every weight")
     seed: int = _f(1234)
     deterministic: bool = _f(False)
     log_every: int = _f(50, lo=1)

@@ -8,6 +8,8 @@ from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrid
 from myxtts.data.manifest import FORMATS
 from myxtts.data.prepare import DEFAULT_CHUNK, parse_shard, prepare
 from myxtts.errors import UserError
+from myxtts.text import Vocabulary
+from myxtts.train import finetune
 
 
 def add_parser(sub) -> None:
@@ -20,6 +22,10 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--shard", default="0/1", help="I/N: do this machine's part of N (0-based)")
     p.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK, help="utterances per shard")
+    p.add_argument("--match", metavar="RUN_OR_CHECKPOINT",
+                   help="prepare a corpus to fine-tune this trained model on (train --init-from): "
+                   "with its audio and text settings (those given on the command line win) and "
+                   "its vocabulary, a symbol it lacks read as its nearest known one")
     add_config(p)
     add_overrides(p, "audio.sample_rate=16000")
     p.set_defaults(func=_cmd)
@@ -29,9 +35,19 @@ def _cmd(args) -> int:
     cfg = load_config(args.config, args.overrides)
     if args.workers < 1 or args.chunk_size < 1:
         raise UserError("--workers and --chunk-size must be at least 1")
+    vocab = None
+    if args.match is not None:  # what train --init-from checks the cache against
+        src = finetune.find(args.match)
+        acoustic = src.kind == "acoustic"  # a vocoder reads mels only
+        cfg = finetune.with_settings(cfg, src.cfg, ("audio", "text") if acoustic else ("audio",),
+                                     args.overrides)
+        vocab = Vocabulary(src.vocab) if acoustic else None
+        print(f"preparing with the {'audio and text settings and the vocabulary' if acoustic else 'audio settings'}"
+              f" of {src.path}")
     out = Path(args.out)
     report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
-                     workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size)
+                     workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size,
+                     vocab=vocab)
     if report is not None:
         print_report(report, out)
     return EXIT_OK

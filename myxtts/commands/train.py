@@ -1,4 +1,5 @@
-"""``myxtts train --config C --data CACHE --out RUN [k=v ...]``: train (or resume) a run.
+"""``myxtts train --config C --data CACHE --out RUN [--init-from SRC] [k=v ...]``: train (or
+resume) a run; with ``--init-from``, a new run starts from trained weights (train/finetune.py).
 
 Exit codes: 0 finished (or already finished), 2 a setting or input to fix, 75 stopped by a
 signal or ``train.time_budget_s`` after writing a checkpoint: run the same command to resume.
@@ -14,6 +15,8 @@ from myxtts.config import Config, load, parse_override
 from myxtts.data.cache import with_cache_settings
 from myxtts.errors import UserError
 from myxtts.observe.runlog import RunLog
+from myxtts.train import checkpoint as ckpt
+from myxtts.train import finetune
 from myxtts.train.trainer import train, train_vocoder
 
 
@@ -24,14 +27,27 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--stage", default="acoustic", choices=["acoustic", "vocoder"],
                    help="what to train")
+    p.add_argument("--init-from", metavar="RUN_OR_CHECKPOINT",
+                   help="start a new run from trained weights (a run folder: its best weights, else "
+                   "its newest checkpoint; a checkpoint folder; a model.safetensors file), with its "
+                   "own data, optimizer and schedule, and the model settings of those weights; "
+                   "ignored once --out has a checkpoint: the run resumes from that")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a bar")
     add_overrides(p)
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
-    cfg = run_config(args)
     out = Path(args.out)
+    init = None
+    if args.init_from is not None:
+        last = ckpt.latest(out)
+        if last is not None:  # a fine-tuning run resumes like any run, from its own checkpoint
+            print(f"--init-from ignored: {out} resumes from its own checkpoint {last.name}")
+        else:  # every mismatch is one line before anything is built or written
+            init = finetune.find(args.init_from, args.stage)
+            finetune.check_data(init, args.data, args.stage)
+    cfg = run_config(args, init)
     created = not out.exists()
     try:  # before the run is built: a file in the way is an input error, not a crash later
         out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +62,7 @@ def _cmd(args) -> int:
 
         extra["evaluate"] = TrainingEval(cfg)
     try:
-        summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, **extra)
+        summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, init=init, **extra)
     except BaseException:
         with contextlib.suppress(OSError):  # never in the way of the error being reported
             if created and not any(out.iterdir()):
@@ -55,16 +71,27 @@ def _cmd(args) -> int:
     return EXIT_STOPPED if summary.get("stopped") else EXIT_OK
 
 
-def run_config(args) -> Config:
+def run_config(args, init: finetune.Source | None = None) -> Config:
     """A resumed run keeps its saved config; overrides given now still apply on top. A new run
     takes the audio and text settings its cache was prepared with, except those given on the
-    command line."""
+    command line. A run started from trained weights (``init``) takes the model settings of
+    those weights instead of the config's, and keeps them when it resumes."""
     saved = Path(args.out) / "config.yaml"
     if saved.is_file() and args.config is None:
-        return load(saved, args.overrides)
-    cfg = load_config(args.config, args.overrides)
-    pinned = {".".join(parse_override(o)[0]) for o in args.overrides}
-    cfg, taken = with_cache_settings(cfg, args.data, pinned)
-    if taken:
-        print(f"using the settings {args.data} was prepared with: {' '.join(taken)}")
+        cfg = load(saved, args.overrides)
+    else:
+        cfg = load_config(args.config, args.overrides)
+        pinned = {".".join(parse_override(o)[0]) for o in args.overrides}
+        cfg, taken = with_cache_settings(cfg, args.data, pinned)
+        if taken:
+            print(f"using the settings {args.data} was prepared with: {' '.join(taken)}")
+    if init is not None:
+        trained, where = init.cfg, init.path
+    elif args.init_from is not None and saved.is_file():
+        trained, where = load(saved), saved
+    else:
+        return cfg
+    cfg, note = finetune.configure(cfg, trained, where, args.overrides, args.stage)
+    if note:
+        print(note)
     return cfg

@@ -37,7 +37,7 @@ from myxtts.data.cache import FORMAT_VERSION, settings_diff, settings_of, write_
 from myxtts.data.manifest import Problem, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
-from myxtts.text import EOS_ID, TextProcessor, Vocabulary
+from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
 
 DEFAULT_CHUNK = 256
 
@@ -97,8 +97,11 @@ def _sigterm_cleans_up():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _text_pass(utts, tp: TextProcessor):
-    """Normalise all text first: the vocabulary must exist before any shard stores token ids."""
+def _text_pass(utts, tp: TextProcessor, vocab: Vocabulary | None = None):
+    """Normalise all text first: the vocabulary must exist before any shard stores token ids.
+    A given ``vocab`` (a trained model's, to fine-tune it on this corpus) is kept as it is: a
+    symbol it lacks is read as its nearest known one, as synthesis would read it, and an
+    utterance with a letter that has none is skipped."""
     kept, problems, unknown = [], [], Counter()
     for u in utts:
         syms, bad = tp.symbols(u.text)
@@ -107,9 +110,19 @@ def _text_pass(utts, tp: TextProcessor):
             why = "empty text" if not u.text.strip() else \
                 f"no usable characters in text (unknown: {''.join(sorted(set(bad)))!r})"
             problems.append(Problem(u.id, why))
-        else:
-            kept.append((u, syms))
-    vocab = Vocabulary.build(Counter(s for _, syms in kept for s in syms))
+            continue
+        if vocab is not None:
+            syms, read_as, missing = substitute("".join(syms), vocab.index)
+            if missing or not syms:
+                problems.append(Problem(u.id, "symbols the matched model's vocabulary lacks: "
+                                        + " ".join(repr(c) for c in missing or read_as)))
+                continue
+            if read_as:
+                problems.append(Problem(u.id, "not in the matched model's vocabulary, so read "
+                                        + ", ".join(f"{c!r} as {r!r}" for c, r in read_as.items()),
+                                        kept=True))
+        kept.append((u, syms))
+    vocab = vocab or Vocabulary.build(Counter(s for _, syms in kept for s in syms))
     return kept, problems, unknown, vocab
 
 
@@ -128,18 +141,20 @@ def _split(ids: list[str], root: Path, cfg: Config) -> np.ndarray:
 def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
             metadata: str | Path | None = None, wav_dir: str | Path | None = None,
             workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
-            progress: bool = True) -> dict | None:
+            progress: bool = True, vocab: Vocabulary | None = None) -> dict | None:
     """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending.
-    Raises UserError when no utterance of the corpus is usable."""
+    Raises UserError when no utterance of the corpus is usable. ``vocab``: the vocabulary to
+    keep (a trained model's) instead of one built from the corpus."""
     with _sigterm_cleans_up():
-        return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress)
+        return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
+                        progress, vocab)
 
 
-def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress):
+def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress, vocab):
     t0 = time.perf_counter()
     root, out = Path(data).resolve(), Path(out)
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
-    kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text))
+    kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text), vocab)
     problems += text_problems
     chunks = [kept[i:i + chunk_size] for i in range(0, len(kept), chunk_size)]
     source = {"root": str(root), "format": fmt,

@@ -175,18 +175,26 @@ def load_weights(model: nn.Module, path) -> dict:
     return meta
 
 
-def load_model(path, device="cpu"):
-    """→ (model in eval mode, cfg, vocab_symbols, meta). ``path``: a file or a run directory.
-    meta: the header strings, with ``step`` as int or None and ``path`` added."""
-    path = resolve_checkpoint(path)
+def describe(path) -> tuple[Config, list[str], dict]:
+    """A checkpoint file's (cfg, vocab_symbols, meta), read from its header alone; meta: the
+    header strings, with ``step`` as int or None and ``path`` added."""
+    path = Path(path)
     meta = dict(read_metadata(path))
     try:
         cfg = from_dict(yaml.safe_load(meta["config"]))
         vocab = json.loads(meta["vocab"])
     except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
         raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None
-    model = build_model(meta["kind"], cfg, len(vocab))
-    _load_state(model, path, device)
     meta["step"] = int(meta["step"]) if meta.get("step") else None
     meta["path"] = str(path)
+    return cfg, vocab, meta
+
+
+def load_model(path, device="cpu"):
+    """→ (model in eval mode, cfg, vocab_symbols, meta). ``path``: a file or a run directory.
+    meta: as :func:`describe` gives it."""
+    path = resolve_checkpoint(path)
+    cfg, vocab, meta = describe(path)
+    model = build_model(meta["kind"], cfg, len(vocab))
+    _load_state(model, path, device)
     return model.to(device).eval(), cfg, vocab, meta

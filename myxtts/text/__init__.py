@@ -141,7 +141,7 @@ class TextProcessor:
             missing = sorted(set(unknown) | {s for s in syms if s not in known})
             read_as = {}
         else:
-            syms, read_as, missing = _substitute(self._raw_symbols(text)[0], known)
+            syms, read_as, missing = substitute(self._raw_symbols(text)[0], known)
         if missing:
             raise UnknownCharacterError(
                 f"text contains characters this model was not trained on: "
@@ -155,7 +155,7 @@ class TextProcessor:
         return [known[s] for s in syms] + [EOS_ID]
 
 
-def _substitute(raw: str, known) -> tuple[list[str], dict, list[str]]:
+def substitute(raw: str, known) -> tuple[list[str], dict, list[str]]:
     """Swap unknown symbols for their nearest known ones → (symbols, {swapped: stand-in},
     symbols with no stand-in)."""
     out, read_as, missing = [], {}, []

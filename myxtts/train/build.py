@@ -28,6 +28,7 @@ from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
 from myxtts.train.compile import compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
+from myxtts.train.finetune import freeze
 from myxtts.train.optim import build_optimizer, build_scheduler
 from myxtts.train.plan import Plan
 from myxtts.train.precision import Precision, device_name, pick_device, resolve
@@ -108,6 +109,7 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
     if cfg.train.recompute:
         recompute_blocks(core)
+    freeze(core, cfg.train.freeze)  # before the optimizer and the step list what they train
     opt = build_optimizer(core, cfg.train)
     sched = build_scheduler(opt, cfg.train)
     step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train)
@@ -119,11 +121,12 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
 
 
 def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
-                 saved: Plan | None = None) -> Plan:
+                 saved: Plan | None = None, init_from: dict | None = None) -> Plan:
     """What ``cfg`` resolves to on this process's device. A resume passes the plan it ``saved``:
     its batches and learning rate are kept as they were, and so are its precision and compile
     mode unless the run moved to another kind of device (then they resolve again, and a note
-    says so)."""
+    says so); so is the origin of its first weights. A new fine-tuning run passes that origin
+    as ``init_from`` (train/finetune.py)."""
     info = info or DistInfo()
     device = pick_device(info.local_rank)
     notes: list[str] = []
@@ -151,7 +154,8 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
         notes += [note] if note else []
     return Plan(device=str(device), device_name=device_name(device), precision=precision,
                 compile=mode, frame_budget=budget, max_batch_size=max_batch, lr=lr,
-                world_size=info.world_size, notes=tuple(notes))
+                world_size=info.world_size, notes=tuple(notes),
+                init_from=saved.init_from if saved is not None else init_from)
 
 
 def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
@@ -208,6 +212,9 @@ def gpu_probe(data, device: torch.device, info: DistInfo):
 def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
     if info.enabled or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("the vocoder stage runs on one process; start it without torchrun")
+    if cfg.train.freeze:
+        raise UserError("train.freeze names parts of the acoustic model; the vocoder stage trains "
+                        "every weight of its generator: leave it empty")
     # Asked first, so that a cache without waveforms gets this message rather than a settings
     # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
     if not cfg.data.on_the_fly and not Cache(data).has_wav:

@@ -111,7 +111,8 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
     if meta.get("config"):
         import yaml
 
-        old = (yaml.safe_load(meta["config"]) or {}).get(section, {})
+        saved = yaml.safe_load(meta["config"]) or {}
+        old = saved.get(section, {})
         now = cfg.to_dict()[section]
         diff = sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k))
         if diff:
@@ -119,6 +120,11 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
                             "asked for now: " + ", ".join(
                                 f"{section}.{k}={old.get(k)!r} (now {now.get(k)!r})" for k in diff)
                             + "; resume with the saved settings or start a new --out")
+        froze = saved.get("train", {}).get("freeze", "")
+        if section == "model" and froze != cfg.train.freeze:  # the optimizer holds the others only
+            raise UserError(f"{path}: the run was trained with train.freeze={froze!r} (now "
+                            f"{cfg.train.freeze!r}); resume with the saved setting, or start a new "
+                            "--out from this run's weights with --init-from")
     state = load_state(path)
     have, want = set(state) - {"rng"}, set(components)
     if have != want:

@@ -6,7 +6,8 @@ started (device, precision, compile mode, frame budget with its batch cap and le
 world size) is one ``Plan``, written to ``RUN/plan.json`` and into every checkpoint. A resume
 reads the plan of the checkpoint it resumes from instead of resolving again: the same batch
 shapes and the same rate, so the resumed run continues the one that stopped
-(``train.build.resolve_plan``).
+(``train.build.resolve_plan``). A fine-tuning run's plan also says where its first weights came
+from (``init_from``, train/finetune.py), so every checkpoint of it names its origin.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Plan:
     lr: float              # peak learning rate (scaled with an ``auto`` budget)
     world_size: int
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
+    init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
 
     def apply(self, cfg: Config) -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with."""
@@ -52,8 +54,9 @@ class Plan:
 
     @classmethod
     def load(cls, folder: str | Path) -> Plan | None:
-        """The plan saved in ``folder`` (a run or a checkpoint); None if it holds none. Strict: a
-        missing or unknown field is an error naming it, not a default."""
+        """The plan saved in ``folder`` (a run or a checkpoint); None if it holds none. Strict: an
+        unknown field, or a missing one that has no default, is an error naming it. A field with
+        a default was added later: a plan written before it lacks it and reads as the default."""
         path = Path(folder) / FILE
         if not path.is_file():
             return None
@@ -62,11 +65,13 @@ class Plan:
         except (OSError, ValueError) as e:
             raise UserError(f"{path}: unreadable ({e}); move the checkpoint aside to resume from "
                             "the one before it") from None
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing, unknown = sorted(names - set(d)), sorted(set(d) - names)
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields}
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        missing, unknown = sorted(required - set(d)), sorted(set(d) - names)
         if missing or unknown:
             raise UserError(f"{path}: " + "; ".join(
                 p for p in (missing and f"missing {', '.join(missing)}",
                             unknown and f"unknown {', '.join(unknown)}") if p)
                 + "; it was written by another version: start a new --out")
-        return cls(**{**d, "notes": tuple(d["notes"])})
+        return cls(**{**d, "notes": tuple(d.get("notes", ()))})

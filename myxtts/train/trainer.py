@@ -2,7 +2,8 @@
 
 The acoustic model trains with ``train``, the HiFi-GAN vocoder with ``train_vocoder``; both are
 assembled by ``train.build`` and stepped by ``train.loop``. A run directory that exists is
-resumed from its newest checkpoint; a finished one is left as it is.
+resumed from its newest checkpoint; a finished one is left as it is. A new run may start from
+trained weights (``init``, train/finetune.py); a resumed one never reads them again.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from myxtts.config import Config
 from myxtts.models.xtts import count_parameters
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
+from myxtts.train import finetune
 from myxtts.train.build import Run, build_run, resolve_plan
 from myxtts.train.compile import cache_hits, compile_shapes
 from myxtts.train.log import TrainLog
@@ -23,39 +25,50 @@ from myxtts.train.plan import Plan
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-          log=TrainLog, evaluate=None) -> dict:
+          log=TrainLog, evaluate=None, init: finetune.Source | None = None) -> dict:
     """Train (or resume) the acoustic model. Returns the run summary. ``log`` makes the run's
     log: ``(out, cfg, is_main, progress) -> TrainLog`` (the command line passes the one with
     GPU sampling, TensorBoard and the report). ``evaluate``, if given, is called as
     ``(step, model, cache) -> {name: figure}`` every ``train.eval_every`` steps on rank 0 (the
-    command line passes ``myxtts.evaluate.periodic.TrainingEval``)."""
+    command line passes ``myxtts.evaluate.periodic.TrainingEval``). ``init``: the trained
+    weights a new run starts from (``cfg`` already configured for them, ``finetune.configure``);
+    ignored when the run resumes."""
     out = Path(out)
     info = D.setup()
     try:
         last = ckpt.resume_point(out, "acoustic")
-        plan = resolve_plan(cfg, data, info=info, saved=Plan.load(last) if last else None)
+        init = init if last is None else None
+        plan = resolve_plan(cfg, data, info=info, saved=Plan.load(last) if last else None,
+                            init_from=init.record() if init else None)
         run = build_run(cfg, data, info=info, plan=plan)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
-            return _train(cfg, run, loop, last, out, log, evaluate)
+            return _train(cfg, run, loop, last, out, log, evaluate, init)
         finally:
             run.close()
     finally:
         D.teardown(info)
 
 
-def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=None) -> dict:
+def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=None,
+           init: finetune.Source | None = None) -> dict:
     cfg, info = run.cfg, run.info
     if last is not None:
         loop.restore(last)
         log.say(f"resuming from {last} at step {loop.state.step}")
-    elif info.is_main:  # a resume's plan goes into its checkpoints
-        asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
-        run.plan.save(out)
+    else:
+        if init is not None:  # every rank, before the first step
+            for line in finetune.load(run, init):
+                log.say(line)
+        if info.is_main:  # a resume's plan goes into its checkpoints
+            asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
+            run.plan.save(out)
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
-    log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters | "
+    frozen = count_parameters(run.model, trainable_only=False) - count_parameters(run.model)
+    log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters"
+            + (f" (+{frozen / 1e6:.2f} M frozen: {cfg.train.freeze})" if frozen else "") + " | "
             + " | ".join(f"{k} {v}" for k, v in plan_lines(asked, run.plan).items()))
     for note in run.plan.notes:
         log.say(note)
@@ -99,12 +112,15 @@ def plan_lines(asked: Config, plan: Plan) -> dict:
         return f"{a}" if a == b else f"{a} -> {b}"
 
     a = asked_settings(asked)
-    return {"device": f"{plan.device} ({plan.device_name})",
-            "precision": both(a["precision"], plan.precision),
-            "compile": both(a["compile"], plan.compile),
-            "frame budget": both(a["frame_budget"], plan.frame_budget),
-            "lr": both(f"{a['lr']:.3g}", f"{plan.lr:.3g}"),
-            "world size": plan.world_size}
+    lines = {"device": f"{plan.device} ({plan.device_name})",
+             "precision": both(a["precision"], plan.precision),
+             "compile": both(a["compile"], plan.compile),
+             "frame budget": both(a["frame_budget"], plan.frame_budget),
+             "lr": both(f"{a['lr']:.3g}", f"{plan.lr:.3g}"),
+             "world size": plan.world_size}
+    if plan.init_from:
+        lines["init from"] = finetune.describe_origin(plan.init_from)
+    return lines
 
 
 def _compile_up_front(run: Run, log) -> dict:
@@ -158,12 +174,15 @@ def validate(run: Run) -> float | None:
 
 
 def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-                  log=TrainLog) -> dict:
+                  log=TrainLog, init: finetune.Source | None = None) -> dict:
     """Train (or resume) the HiFi-GAN vocoder on the cache's waveforms. Returns the run summary.
-    ``log`` makes the run's log: ``(out, cfg, is_main, progress) -> TrainLog``."""
+    ``log`` makes the run's log: ``(out, cfg, is_main, progress) -> TrainLog``. ``init``: as
+    for :func:`train`."""
     out = Path(out)
     last = ckpt.resume_point(out, "vocoder")
-    plan = resolve_plan(cfg, data, stage="vocoder", saved=Plan.load(last) if last else None)
+    init = init if last is None else None
+    plan = resolve_plan(cfg, data, stage="vocoder", saved=Plan.load(last) if last else None,
+                        init_from=init.record() if init else None)
     run = build_run(cfg, data, stage="vocoder", plan=plan)
     loop = Loop(run)
     log = log(out, cfg, True, progress)
@@ -172,6 +191,9 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
             loop.restore(last)
             log.say(f"resuming from {last} at step {loop.state.step}")
         else:
+            if init is not None:
+                for line in finetune.load(run, init):
+                    log.say(line)
             cfg.save(out / "config.yaml")
             run.plan.save(out)
         if loop.state.step >= cfg.train.max_steps:
@@ -180,7 +202,9 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
         n_disc = count_parameters(step_fn.mpd) + count_parameters(step_fn.msd)
         log.say(f"vocoder: HiFi-GAN {cfg.vocoder.preset}, {count_parameters(run.model) / 1e6:.2f} M "
                 f"generator parameters (+{n_disc / 1e6:.2f} M in the discriminators) | device "
-                f"{run.plan.device} ({run.plan.device_name}) | precision {run.precision.name}")
+                f"{run.plan.device} ({run.plan.device_name}) | precision {run.precision.name}"
+                + (f" | init from {finetune.describe_origin(run.plan.init_from)}"
+                   if run.plan.init_from else ""))
         seg = cfg.vocoder.segment_frames
         log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
                 f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch "

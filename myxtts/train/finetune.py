@@ -1,0 +1,227 @@
+"""Fine-tuning: a new run that starts from trained weights (``myxtts train --init-from SRC``).
+
+The common use is adapting a trained multi-speaker model to one new voice from a few minutes of
+its speech. SRC is a run folder (its best weights if it has them, else its newest checkpoint), a
+checkpoint folder, or a ``model.safetensors`` file. Only the weights are taken (for the vocoder
+stage also the discriminators, where SRC is a training checkpoint that holds them): data,
+optimizer, schedule (from warm-up), step counter, plan and checkpoints are the new run's own. It
+is a run like any other, so once it has a checkpoint it resumes from that, and SRC is not read
+again.
+
+Settings. The stage's weight settings (the ``model`` section, or ``vocoder`` for the vocoder
+stage) come from SRC, so nobody has to repeat them; the config file's section is not read, and
+``model.*`` (``vocoder.*``) settings on the command line apply on top. Those in ``FREE``, which
+neither shape a weight nor change what one computes (dropouts, loss weights, inference limits),
+may differ from SRC's; any other is an error naming it and both values. The data must be what
+the weights learned to read: the cache's mel settings (``audio.*`` except the clip
+preprocessing in ``AUDIO_FREE``) and, for the acoustic model, its text mode and vocabulary must
+be SRC's (``myxtts prepare --match SRC`` prepares a corpus so). All of this is checked before
+any training.
+
+The run records the origin of its weights, ``{path, step, sha256}`` of SRC's model file, in its
+plan (``Plan.init_from``: plan.json, every checkpoint, the run header, summary.json).
+
+``train.freeze`` keeps named parts of the acoustic model as they are (``freeze``); what to
+freeze, and the learning rate and length of a fine-tuning run, are the recipe's to measure.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse_override
+from myxtts.data.cache import Cache, sha256
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import describe
+from myxtts.train import checkpoint as ckpt
+
+SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
+# Settings that may differ from SRC's: they shape no weight and leave what one computes alone
+# (training-only dropouts and loss terms, inference limits, the optimizer's rate).
+FREE = {"model": {"dropout", "ref_dropout", "prenet_dropout", "stop_pos_weight",
+                  "guided_attn_sigma", "guided_attn_weight", "align_layer", "max_decoder_steps",
+                  "stop_threshold"},
+        "vocoder": {"segment_frames", "lr", "mel_loss_weight", "fm_loss_weight"}}
+# Clip preprocessing: which stretch of a recording is kept and how loud, not what a mel frame is.
+AUDIO_FREE = {"trim_silence", "trim_db", "normalize_loudness", "target_dbfs"}
+SHOWN = 5  # symbols named in a vocabulary mismatch
+
+
+@dataclass
+class Source:
+    """The trained weights a fine-tuning run starts from."""
+    path: Path               # the model.safetensors file
+    kind: str                # acoustic | vocoder
+    step: int | None         # the training step it was saved at
+    cfg: Config              # the settings it was trained with
+    vocab: list[str]         # its symbols (ids are positions)
+
+    @cached_property
+    def sha256(self) -> str:
+        return sha256(self.path)
+
+    def record(self) -> dict:
+        """What the new run's plan keeps: where its weights came from."""
+        return {"path": str(self.path), "step": self.step, "sha256": self.sha256}
+
+
+def find(path, stage: str | None = None) -> Source:
+    """SRC as given to ``--init-from``: a model file, a folder holding one (a checkpoint, or a
+    run's ``best/``), or a run folder (its best weights, else its newest checkpoint). With a
+    ``stage``, weights of the other stage are refused."""
+    p = Path(path)
+    if p.is_dir():
+        last = ckpt.latest(p)
+        tried = [p / "model.safetensors", p / "best" / "model.safetensors",
+                 *([last / "model.safetensors"] if last is not None else [])]
+        file = next((f for f in tried if f.is_file()), None)
+        if file is None:
+            raise UserError(f"{path}: no weights there (expected a run folder with "
+                            "best/ or checkpoints/, a checkpoint folder, or a model.safetensors file)")
+    elif p.is_file():
+        file = p
+    else:
+        raise UserError(f"{path}: no such file or folder")
+    file = file.resolve()  # what the run records, and every message names
+    cfg, vocab, meta = describe(file)
+    if stage is not None and meta["kind"] != stage:
+        raise UserError(f"--init-from {file}: holds {meta['kind']} weights; the {stage} stage "
+                        f"starts from {stage} weights")
+    return Source(file, meta["kind"], meta["step"], cfg, vocab)
+
+
+def configure(cfg: Config, trained: Config, where, overrides: list[str], stage: str) -> tuple[Config, str]:
+    """``cfg`` with the settings of the stage's weights that ``trained`` (read from ``where``:
+    SRC, or a fine-tuning run's own config.yaml when it resumes) holds in place of the config
+    file's, and the command line's settings of that section on top; and a line naming the
+    config-file values replaced ("" if none). A command-line setting outside ``FREE`` that
+    differs from the trained one is an error naming it."""
+    section = SECTION[stage]
+    new = with_settings(cfg, trained, (section,), overrides)
+    theirs, now, asked = (getattr(c, section) for c in (trained, new, cfg))
+    for f in dataclasses.fields(theirs):
+        a, b = getattr(now, f.name), getattr(theirs, f.name)
+        if f.name not in FREE[section] and a != b:
+            raise UserError(f"{section}.{f.name}={a} does not fit the weights of {where}, "
+                            f"trained with {section}.{f.name}={b}; a fine-tuned model keeps the "
+                            f"architecture of the one it starts from: drop the setting")
+    replaced = [f"{section}.{k} {v!r} -> {getattr(now, k)!r}" for k, v in vars(asked).items()
+                if v != getattr(now, k)]
+    if not replaced:
+        return new, ""
+    more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+    return new, f"{section} settings of {where}, not of the config: " + ", ".join(replaced[:3]) + more
+
+
+def with_settings(cfg: Config, trained: Config, sections, overrides: list[str]) -> Config:
+    """``cfg`` with the ``sections`` of ``trained`` in place of its own, and the command line's
+    settings of those sections (``overrides``) on top."""
+    data = cfg.to_dict()
+    for section in sections:
+        data[section] = trained.to_dict()[section]
+    return from_dict(apply_overrides(data, [o for o in overrides
+                                            if parse_override(o)[0][0] in sections]))
+
+
+def check_data(src: Source, data, stage: str) -> None:
+    """Refuse a cache whose features or tokens the weights were not trained to read."""
+    cache = Cache(data)
+    fix = f"prepare the new voice with `myxtts prepare CORPUS --out CACHE --match {src.path}`"
+    for f in dataclasses.fields(AudioConfig):
+        have, want = getattr(cache.audio_cfg, f.name), getattr(src.cfg.audio, f.name)
+        if f.name not in AUDIO_FREE and have != want:
+            raise UserError(f"{data} was prepared with audio.{f.name}={have}, but {src.path} "
+                            f"was trained with audio.{f.name}={want}; {fix}")
+    if stage != "acoustic":
+        return
+    have, want = cache.text_cfg.mode, src.cfg.text.mode
+    if have != want:
+        raise UserError(f"{data} was prepared with text.mode={have}, but {src.path} was trained "
+                        f"with text.mode={want}; {fix}")
+    if cache.vocab.symbols != src.vocab:
+        raise UserError(f"{data} has another vocabulary than {src.path}: "
+                        f"{vocab_difference(cache.vocab.symbols, src.vocab)}; {fix}")
+
+
+def vocab_difference(have: list[str], want: list[str]) -> str:
+    """How the cache's symbols (``have``) differ from the checkpoint's (``want``), in words."""
+    def few(symbols: list[str]) -> str:
+        more = f" and {len(symbols) - SHOWN} more" if len(symbols) > SHOWN else ""
+        return " ".join(repr(s) for s in symbols[:SHOWN]) + more
+
+    theirs, ours = set(want), set(have)
+    extra = [s for s in have if s not in theirs]  # in id order, as each vocabulary lists them
+    lacking = [s for s in want if s not in ours]
+    parts = ([f"it has {len(extra)} symbol(s) the checkpoint lacks ({few(extra)})"] if extra else []) + \
+            ([f"it lacks {len(lacking)} of the checkpoint's ({few(lacking)})"] if lacking else [])
+    return ", and ".join(parts) or "the same symbols under other ids"
+
+
+def load(run, src: Source) -> list[str]:
+    """Copy SRC's weights into a freshly built run, before its first step; for the vocoder also
+    the discriminators where SRC's checkpoint holds them. Returns lines for the run's log on what
+    the run header (``Plan.init_from``) does not say."""
+    state = load_file(str(src.path), device=str(run.device))
+    own = run.model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise UserError(f"--init-from {src.path}: its weights do not fit this model ("
+                        + "; ".join(p for p in (missing and f"missing {', '.join(missing[:3])}",
+                                                unexpected and f"unexpected {', '.join(unexpected[:3])}")
+                                    if p) + ")")
+    for name, t in own.items():  # the first that differs, named, rather than torch's long list
+        if state[name].shape != t.shape:
+            raise UserError(f"--init-from {src.path}: {name} has shape {tuple(state[name].shape)} "
+                            f"there and {tuple(t.shape)} in this model")
+    run.model.load_state_dict(state)
+    return [_load_discriminators(run.step_fn, src)] if src.kind == "vocoder" else []
+
+
+def _load_discriminators(step_fn, src: Source) -> str:
+    """A GAN's generator fine-tunes best against discriminators that already know its output; a
+    bare model file has none, and then they start untrained."""
+    folder = src.path.parent
+    if not (folder / "state.pt").is_file():
+        return f"discriminators untrained: {src.path} holds the generator only"
+    try:
+        disc = ckpt.load_state(folder)["step_fn"]["discriminators"]
+        step_fn.mpd.load_state_dict(disc["mpd"])
+        step_fn.msd.load_state_dict(disc["msd"])
+    except (KeyError, TypeError, RuntimeError) as e:  # another version's layout or shapes
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"--init-from {folder / 'state.pt'}: holds no usable discriminators "
+                        f"({why})") from None
+    return f"discriminators from {folder / 'state.pt'}"
+
+
+def describe_origin(init_from: dict) -> str:
+    """``Plan.init_from`` in words, for the run header."""
+    step = "step ?" if init_from["step"] is None else f"step {init_from['step']}"
+    return f"{init_from['path']} ({step}, sha256 {init_from['sha256'][:12]})"
+
+
+def freeze(model: torch.nn.Module, names: str) -> None:
+    """Keep the parts named in ``train.freeze`` (comma-separated, dotted for a part of a part)
+    as they are: requires_grad False, so the optimizer, gradient clipping and DDP never see
+    them."""
+    parts = [n.strip() for n in names.split(",") if n.strip()]
+    for name in parts:
+        try:
+            model.get_submodule(name)
+        except AttributeError:
+            known = [n for n, _ in model.named_modules() if n]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+            raise UserError(f"train.freeze: the acoustic model has no part {name!r}"
+                            + (f" (did you mean '{close[0]}'?)" if close else "")
+                            + f"; its parts: {', '.join(n for n, _ in model.named_children())}") \
+                from None
+    for name in parts:
+        model.get_submodule(name).requires_grad_(False)
+    if parts and not any(p.requires_grad for p in model.parameters()):
+        raise UserError(f"train.freeze={names}: every weight would be frozen, nothing left to train")
