@@ -36,7 +36,7 @@ import torch
 from myxtts.errors import UserError
 from myxtts.train.batches import BucketBatches, shape_plans
 from myxtts.train.precision import sync
-from myxtts.train.symbolic import keep_shapes_symbolic
+from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic
 
 # torch.compile's mode for each whole-step setting.
 COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
@@ -71,6 +71,8 @@ def compile_step(step, mode: str, backend: str | None = None) -> None:
         return
     keep_shapes_symbolic(device)
     step.loss_fn = torch.compile(step.forward_loss, mode=COMPILE_MODES[mode], dynamic=True, **kw)
+    if device.type == "cpu":
+        step.loss_fn = aten_convolutions(step.loss_fn)
 
 
 def compiled_graphs() -> int:

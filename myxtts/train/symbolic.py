@@ -26,7 +26,7 @@ def keep_shapes_symbolic(device: torch.device) -> None:
        constants before it picks a kernel; for a 1-D convolution (the postnet, the reference
        encoder) it has no kernel of its own and calls ATen anyway, so that is done directly.
     3. On a CPU, oneDNN and NNPACK are chosen for a convolution by batch size (at least 16), a
-       guard that splits the graph in two; compiled CPU steps use ATen's own kernel.
+       guard that splits the graph in two; the compiled step runs inside ``aten_convolutions``.
     4. Dynamo gives two dimensions that happen to be equal in the first batch one symbol ("duck
        sizing"): a mel length equal to the reference length, say. The next batch, where they
        differ, compiles again. Each dimension gets a symbol of its own.
@@ -57,9 +57,17 @@ def keep_shapes_symbolic(device: torch.device) -> None:
         conv_backward._myxtts = True
         lowering.lowerings[conv_bwd] = conv_backward
     if device.type == "cpu":
-        torch.backends.mkldnn.enabled = False
-        torch.backends.nnpack.set_flags(False)
         _sum_without_a_size_guard()
+
+
+def aten_convolutions(fn):
+    """``fn`` run with oneDNN and NNPACK off (ATen's own convolution), only while it runs: a
+    compiled CPU step traced so has no guard on the batch size, and nothing else in the process
+    (eager validation, generation) loses the faster kernels."""
+    def run(*args, **kw):
+        with torch.backends.mkldnn.flags(enabled=False), torch.backends.nnpack.flags(enabled=False):
+            return fn(*args, **kw)
+    return run
 
 
 def _sum_without_a_size_guard() -> None:

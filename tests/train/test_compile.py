@@ -155,7 +155,7 @@ import json, sys, torch
 import torch.nn.functional as F
 from myxtts.models.layers import EncoderBlock, attention_bias, length_mask
 from myxtts.train.compile import compiled_graphs
-from myxtts.train.symbolic import keep_shapes_symbolic
+from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic
 
 class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, a block, a 1-D conv
     def __init__(self):
@@ -170,11 +170,12 @@ class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, a
         y = self.conv(F.gelu(h.reshape(b, t, 32)).transpose(1, 2)).transpose(1, 2)  # (B, T, 8)
         return ((y - x) ** 2 * mask[..., None]).sum() / mask.sum()
 
-if sys.argv[1] == "fixed":
-    keep_shapes_symbolic(torch.device("cpu"))
 torch.manual_seed(0)
 model = Step()
 step = torch.compile(model, dynamic=True)
+if sys.argv[1] == "fixed":
+    keep_shapes_symbolic(torch.device("cpu"))
+    step = aten_convolutions(step)
 worst = 0.0
 # batch 16 then 8 (oneDNN's choice), sums of 3200 then 4800 rows (inductor's C++ helper)
 for b, t in [(16, 200), (8, 600)]:
@@ -207,6 +208,7 @@ def _compile_two_shapes(which: str, tmp_path) -> dict:
 
 
 def test_one_inductor_compile_serves_every_batch_size_and_length(tmp_path):
+    assert torch.backends.mkldnn.enabled  # the CPU's fast convolutions are left on outside the step
     """A step of the model's own layers, compiled by inductor with symbolic shapes, runs a second
     batch size and length on the graph of the first, and matches eager (loss and gradients).
     Without ``keep_shapes_symbolic`` the same two shapes compile twice (checked when it was
