@@ -1,8 +1,21 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_as_a_fresh_process_has_them():
+    """Every test starts with Ctrl-C and SIGTERM as a freshly started command has them: Python's
+    handler, nothing blocked. Code an earlier test ran in this process can leave SIGINT ignored
+    (seen in the full suite: later subprocesses inherited it and ran through a Ctrl-C), and the
+    tests of stopping cleanly must not depend on the order they run in."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    yield
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LJSPEECH = FIXTURES / "ljspeech"
