@@ -33,3 +33,15 @@ def ljspeech_dir():
 def myxtts_cmd():
     """The command line as a user types it (the package's module entry point)."""
     return [sys.executable, "-m", "myxtts"]
+
+
+def kill_when(proc, path: Path, timeout_s: float = 300, poll_s: float = 0.05) -> None:
+    """kill -9 ``proc`` once ``path`` exists (or it ended, or ``timeout_s`` passed): a crash at a
+    chosen point of its work."""
+    import time
+
+    deadline = time.time() + timeout_s
+    while not path.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(poll_s)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

@@ -1,7 +1,5 @@
 import json
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +10,7 @@ from myxtts.config import load
 from myxtts.data.cache import Cache, verify
 from myxtts.data.prepare import prepare
 from myxtts.errors import UserError
+from tests.conftest import kill_when
 
 from .messy import make_messy_corpus
 
@@ -85,11 +84,7 @@ def test_killed_prepare_resumes_to_an_identical_cache(tmp_path, myxtts_cmd):
     proc = subprocess.Popen(myxtts_cmd + args + ["--out", str(tmp_path / "killed")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = tmp_path / "killed" / "shards" / "00000"
-    deadline = time.time() + 120
-    while not first.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, first, timeout_s=120, poll_s=0.005)
     assert not (tmp_path / "killed" / "meta.json").exists() or proc.returncode == 0
     with pytest.raises(UserError, match="no meta.json"):
         Cache(tmp_path / "killed")

@@ -4,8 +4,6 @@ line before any training."""
 import dataclasses
 import json
 import shutil
-import signal
-import time
 
 import pytest
 import torch
@@ -23,6 +21,7 @@ from myxtts.train import finetune
 from myxtts.train.build import build_run
 from myxtts.train.plan import Plan
 from myxtts.train.trainer import train
+from tests.conftest import kill_when
 
 from .conftest import FAST, LJ, losses, run_train
 
@@ -66,11 +65,7 @@ def test_a_fine_tuning_run_has_its_own_optimizer_and_plan_and_resumes_without_th
     killed = tmp_path / "killed"  # kill -9 after its first checkpoint, as tests/train/test_trainer.py does
     proc = run_train(lj_cache, killed, *asked, wait=False)
     marker = killed / "checkpoints" / "step-00000002" / "state.pt"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, marker)
     shutil.rmtree(src)  # the same command again resumes the run: the source is not read
     again = run_train(lj_cache, killed, *asked)
     assert again.returncode == 0, again.stderr

@@ -5,6 +5,8 @@ import time
 
 from safetensors.torch import load_file
 
+from tests.conftest import kill_when
+
 from .conftest import losses, run_train
 
 
@@ -17,11 +19,7 @@ def test_kill9_and_resume_reproduces_the_uninterrupted_losses(lj_cache, tmp_path
 
     proc = run_train(lj_cache, tmp_path / "killed", *steps, wait=False)
     marker = tmp_path / "killed" / "checkpoints" / "step-00000004" / "state.pt"
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, marker)
     resumed = run_train(lj_cache, tmp_path / "killed", *steps)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stderr
