@@ -14,7 +14,8 @@ import torch
 
 from myxtts.data.cache import Cache
 from myxtts.evaluate import metrics
-from myxtts.evaluate.evaluation import Listener, griffin_lim_vocoder, recording
+from myxtts.evaluate.evaluation import Listener, recording
+from myxtts.vocode import MelToWave
 
 
 def main() -> None:
@@ -26,7 +27,7 @@ def main() -> None:
     cache = Cache(args.cache)
     idx = list(range(len(cache))) if args.split == "all" else [int(i) for i in cache.indices(args.split)]
     listener = Listener(threads=torch.get_num_threads())
-    vocode = griffin_lim_vocoder(cache.audio_cfg)
+    vocode = MelToWave(cache.audio_cfg)
     sr = cache.audio_cfg.sample_rate
     rows, t0 = [], time.perf_counter()
     for i in idx:

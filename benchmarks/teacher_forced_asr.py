@@ -18,9 +18,10 @@ import torch
 from myxtts.data.cache import Cache
 from myxtts.data.dataset import ref_frames_for
 from myxtts.evaluate import metrics
-from myxtts.evaluate.evaluation import Listener, griffin_lim_vocoder, plan
+from myxtts.evaluate.evaluation import Listener, plan
 from myxtts.models.checkpoint import load_model
 from myxtts.text import TextProcessor, Vocabulary
+from myxtts.vocode import MelToWave
 
 
 def main() -> None:
@@ -33,7 +34,7 @@ def main() -> None:
     text = TextProcessor(cfg.text, Vocabulary(symbols))
     cache = Cache(args.cache)
     listener = Listener(threads=torch.get_num_threads())
-    vocode = griffin_lim_vocoder(cache.audio_cfg)
+    vocode = MelToWave(cache.audio_cfg)
     n_ref, r, sr = ref_frames_for(cfg.audio, cfg.data.ref_seconds), cfg.model.reduction, cfg.audio.sample_rate
     rows = []
     for s in plan(cache, args.limit):

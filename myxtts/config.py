@@ -117,11 +117,13 @@ class ModelConfig:
 
 @dataclass
 class VocoderConfig:
-    preset: str = _f("small", choices=["v1", "small"], help="HiFi-GAN generator size")
+    preset: str = _f("small", choices=["small", "base"], help="generator size: small 2.8 M parameters, "
+                     "base 13.5 M (the Vocos paper's)")
     segment_frames: int = _f(32, lo=MIN_SEGMENT_FRAMES, help="mel frames per training segment")
-    lr: float = _f(2e-4, lo=0.0)
-    mel_loss_weight: float = _f(45.0, lo=0.0)
-    fm_loss_weight: float = _f(2.0, lo=0.0)
+    lr: float = _f(2e-4, lo=0.0, help="AdamW rate: 1e-3 fit the spectrum faster but said the held-out "
+                   "sentences worse (benchmarks/results/2026-11-25-vocoder-cpu.md)")
+    mel_loss_weight: float = _f(45.0, lo=0.0, help="weight of the log-mel L1 loss")
+    stft_loss_weight: float = _f(45.0, lo=0.0, help="weight of the multi-resolution STFT loss")
 
 
 @dataclass

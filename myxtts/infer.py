@@ -10,8 +10,9 @@ sound (longer clips are cut to their first 10 s). Without ``--reference`` the mo
 voice* is used: the reference is fully masked out and the resampler's learned latents alone
 condition the decoder (trained through ``model.ref_dropout``).
 
-Without ``--vocoder``, Griffin-Lim turns mels into audio: it needs no training but sounds
-noticeably worse (phasey, metallic), and the command says so.
+Mels become audio through the run's own vocoder (``RUN/vocoder``), the one ``--vocoder`` names,
+or Griffin-Lim where there is none (it needs no training but sounds noticeably worse); the
+command says which (:mod:`myxtts.vocode`).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from myxtts import audio
+from myxtts import audio, vocode
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
 from myxtts.text import echo
@@ -34,8 +35,6 @@ PAUSE_SECONDS = 0.25  # silence between the sentences of one text (rounded to wh
 # Sentence length limit: the decoder cap in seconds times a slow reading rate (read speech in
 # LJSpeech and the demo corpus runs at about 15-18 characters per second).
 CHARS_PER_SECOND = 10
-GRIFFIN_LIM_NOTE = ("note: no --vocoder given, using Griffin-Lim: it needs no training but sounds "
-                    "noticeably worse (phasey, metallic) than a trained HiFi-GAN vocoder")
 
 
 def dbfs(x: float) -> float:
@@ -112,17 +111,7 @@ class Synthesizer:
             raise UserError(f"{self.meta['path']} is a {self.meta['kind']} checkpoint; "
                             "--checkpoint needs an acoustic model")
         self.text = TextProcessor(self.cfg.text, Vocabulary(symbols))
-        self.vocoder = None
-        if vocoder is not None:
-            self.vocoder, vcfg, _, vmeta = load_model(vocoder, self.device)
-            if vmeta["kind"] != "vocoder":
-                raise UserError(f"{vmeta['path']} is an {vmeta['kind']} checkpoint, not a vocoder")
-            keys = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
-            diff = [f"audio.{k}: {getattr(vcfg.audio, k)} vs {getattr(self.cfg.audio, k)}"
-                    for k in keys if getattr(vcfg.audio, k) != getattr(self.cfg.audio, k)]
-            if diff:
-                raise UserError("the vocoder was trained on other mel features than the acoustic "
-                                f"model ({', '.join(diff)})")
+        self.to_wave = vocode.load(self.cfg.audio, vocoder, checkpoint, self.device)
 
     @property
     def sample_rate(self) -> int:
@@ -200,30 +189,14 @@ class Synthesizer:
         return mels, stopped
 
     def vocode(self, mels: list[torch.Tensor]) -> list[np.ndarray]:
-        """(T, M) log-mels → waveforms of T * hop samples each."""
-        a = self.cfg.audio
-        # Griffin-Lim's STFT cannot frame a clip shorter than n_fft: pad very short outputs
-        # (an untrained model may stop at once) with silence, then cut back.
-        min_frames = a.n_fft // a.hop_length + 2
-        wavs = []
-        with torch.no_grad():
-            for m in mels:  # one at a time: lengths differ and the generator is fully conv
-                n = m.shape[0] * a.hop_length
-                if m.shape[0] < min_frames:
-                    pad = math.log(audio.LOG_FLOOR)
-                    m = torch.cat([m, m.new_full((min_frames - m.shape[0], m.shape[1]), pad)])
-                if self.vocoder is None:
-                    wav = audio.griffin_lim(m, a)
-                else:
-                    wav = self.vocoder(m[None].to(self.device))[0]
-                wavs.append(wav[:n].float().cpu().numpy())
-        return wavs
+        """(T, M) log-mels → waveforms of T * hop samples each, one at a time (lengths differ
+        and the vocoder is fully convolutional)."""
+        return [self.to_wave(m) for m in mels]
 
     def synthesize(self, texts: list[str], reference=None, seed: int = 0,
                    batch_size: int = 16) -> list[Synthesis]:
         """texts → one :class:`Synthesis` each; silent or cut results are warned about."""
-        if self.vocoder is None:
-            self.log(GRIFFIN_LIM_NOTE)
+        self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
         parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t)]
         mels, stopped = self.mels([s for _, s in parts], reference, seed, batch_size)
         wavs = self.vocode(mels)

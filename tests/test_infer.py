@@ -1,4 +1,5 @@
 """`Synthesizer` and `myxtts synthesize`: references of any rate, neutral voice, clear errors."""
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from myxtts.config import load
 from myxtts.errors import UserError
 from myxtts.infer import Synthesizer
 from myxtts.models.checkpoint import save_model
-from myxtts.models.vocoder import HiFiGANGenerator
+from myxtts.models.vocoder import build_generator
 from myxtts.models.xtts import XTTS
 from myxtts.text import TextProcessor, Vocabulary
 
@@ -37,7 +38,7 @@ def run_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
     save_model(run / "checkpoints" / "step-00000100" / "model.safetensors", model, cfg,
                vocab.symbols, step=100)
-    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length)
+    gen = build_generator(cfg)
     save_model(run / "vocoder.safetensors", gen, cfg, vocab.symbols, kind="vocoder")
     return run
 
@@ -140,6 +141,30 @@ def test_vocoder_checkpoint_is_used(run_dir):
     assert wav.size % 256 == 0 and np.isfinite(wav).all()
     with pytest.raises(UserError, match="acoustic"):
         Synthesizer(run_dir / "vocoder.safetensors")
+    with pytest.raises(UserError, match="not a vocoder"):
+        Synthesizer(run_dir, vocoder=run_dir)
+
+
+def test_the_runs_own_vocoder_is_used_unasked_and_says_so(run_dir, tmp_path):
+    """A vocoder in RUN/vocoder turns that run's mels into audio without --vocoder, from the run
+    folder or any checkpoint in it; --vocoder griffin-lim asks for none."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir / "checkpoints", run / "checkpoints")
+    (run / "plan.json").write_text("{}")  # what makes a folder a training run
+    said = []
+    assert Synthesizer(run, log=said.append).to_wave.griffin_lim  # no vocoder trained yet
+    (run / "vocoder").mkdir()
+    shutil.copy(run_dir / "vocoder.safetensors", run / "vocoder" / "model.safetensors")
+    step = run / "checkpoints" / "step-00000100"
+    for checkpoint in (run, step, step / "model.safetensors"):
+        s = Synthesizer(checkpoint, log=said.append)
+        assert not s.to_wave.griffin_lim
+        assert s.to_wave.name.startswith(str(run.resolve() / "vocoder" / "model.safetensors"))
+    said.clear()
+    s.synthesize(["The fox."])
+    assert any(x.startswith(f"vocoder: {run.resolve() / 'vocoder'}") for x in said)
+    assert not any("Griffin-Lim" in x for x in said)
+    assert Synthesizer(run, vocoder="griffin-lim", log=said.append).to_wave.griffin_lim
 
 
 def test_command_line(run_dir, tmp_path, capsys):

@@ -53,9 +53,13 @@ def add_data(p, required: bool = True, more: str = "") -> None:
 
 
 def add_seed_device(p) -> None:
-    """The options of every command that synthesizes: the pre-net dropout's seed and the device."""
+    """The options of every command that synthesizes: the pre-net dropout's seed, the device and
+    the mel-to-audio step."""
     p.add_argument("--seed", type=int, default=0, help="seed of the pre-net dropout")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--vocoder", metavar="RUN_OR_FILE",
+                   help="vocoder run or file (default: the run's own RUN/vocoder if trained, else "
+                        "Griffin-Lim, lower quality); griffin-lim: no vocoder")
 
 
 def add_overrides(p, example: str = "train.max_steps=1000") -> None:

@@ -1,8 +1,8 @@
 """`myxtts demo`: the whole job on the bundled demo corpus, end to end, on any machine.
 
 prepare → train briefly (the tiny preset on a CPU, the small preset on a GPU; both the duration
-decoder on phonemes) → synthesize in a voice cloned from a held-out clip → print where the time
-went.
+decoder on phonemes) → with ``--vocoder-minutes``, train the run's vocoder too → synthesize in a
+voice cloned from a held-out clip → print where the time went.
 Everything lands in one output folder.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from myxtts.text import phonemes_missing
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"
 DEFAULT_MINUTES = 3.0
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
+VOCODER_MAX_STEPS = 1_000_000  # the vocoder demo ends on its time budget, not on a step count
 
 
 def text_settings() -> list[str]:
@@ -44,13 +45,15 @@ def step_cap(preset_steps: int, minutes: float) -> int:
     return max(preset_steps, round(preset_steps * minutes / DEFAULT_MINUTES))
 
 
-def run_demo(out: Path, minutes: float, steps: int | None) -> int:
+def run_demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: float = 0.0) -> int:
     # Both checked before preparing: --steps 0 would otherwise mean "no cap" (the preset's
     # thousands of steps, with no time budget either), and --minutes 0 no time budget.
     if steps is not None and steps < 1:
         raise UserError(f"--steps must be at least 1, got {steps}")
     if not minutes > 0:
         raise UserError(f"--minutes must be positive, got {minutes:g}")
+    if not vocoder_minutes >= 0:
+        raise UserError(f"--vocoder-minutes must be 0 or more, got {vocoder_minutes:g}")
     check_output(out, "--out", folder=True)
     timings = {}
     preset = "small" if torch.cuda.is_available() else "tiny"
@@ -64,7 +67,7 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     timings["prepare"] = time.perf_counter() - t
 
     from myxtts.observe.runlog import RunLog
-    from myxtts.train.trainer import train
+    from myxtts.train.trainer import train, train_vocoder
 
     t = time.perf_counter()
     run = out / "run"
@@ -76,6 +79,14 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
           f"({cfg.train.max_steps} steps at most) → {run}")
     summary = train(cfg, cache, run, log=RunLog)
     timings["train"] = time.perf_counter() - t
+
+    if vocoder_minutes:
+        t = time.perf_counter()
+        vcfg = load(preset, [*settings, f"train.time_budget_s={vocoder_minutes * 60}",
+                             f"train.max_steps={VOCODER_MAX_STEPS}"])
+        print(f"\ntraining the vocoder for {vocoder_minutes:g} min → {run / 'vocoder'}")
+        train_vocoder(vcfg, cache, run / "vocoder", log=RunLog)
+        timings["vocoder"] = time.perf_counter() - t
 
     from myxtts.infer import Synthesizer
 
@@ -96,7 +107,8 @@ def run_demo(out: Path, minutes: float, steps: int | None) -> int:
     print(f"  training loop: input-bound {ib:.1f}% | {summary.get('steps')} steps"
           if ib is not None else f"  training loop: {summary.get('steps')} steps")
     (out / "demo_timings.json").write_text(json.dumps(timings, indent=1))
-    print(f"\nwrote {wav_path} (reference voice: {reference.name}); training run in {run}")
+    print(f"\nwrote {wav_path} (reference voice: {reference.name}; audio through {synth.to_wave.name}); "
+          f"training run in {run}")
     print(describe(result, synth.cfg.model.max_decoder_steps))
     return 0
 
@@ -123,4 +135,6 @@ def add_parser(sub) -> None:
     p.add_argument("--out", default="demo_out", help="folder for the cache, run and wav")
     p.add_argument("--minutes", type=float, default=DEFAULT_MINUTES, help="training time budget")
     p.add_argument("--steps", type=int, default=None, help="train exactly this many steps instead")
-    p.set_defaults(func=lambda a: run_demo(Path(a.out), a.minutes, a.steps))
+    p.add_argument("--vocoder-minutes", type=float, default=0.0,
+                   help="also train the run's vocoder (RUN/vocoder) for this long; 0: Griffin-Lim")
+    p.set_defaults(func=lambda a: run_demo(Path(a.out), a.minutes, a.steps, a.vocoder_minutes))

@@ -1,8 +1,8 @@
-"""``myxtts eval --checkpoint RUN [--data CACHE] [--vocoder CKPT] [--out DIR]``: does it speak?
+"""``myxtts eval --checkpoint RUN [--data CACHE] [--vocoder RUN_OR_FILE] [--out DIR]``: does it speak?
 
 Synthesizes the cache's held-out sentences in their speakers' voices and reports WER/CER from
-an offline ASR (next to the same ASR on the recordings and on copy synthesis), speaker
-similarity, stop rate, duration ratio and real-time factor, in eval.json and eval.html.
+an offline ASR (next to the same ASR on the recordings and on copy synthesis), DNSMOS
+naturalness, speaker similarity, stop rate, duration ratio and real-time factor, in eval.json and eval.html.
 Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits 2.
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ def add_parser(sub) -> None:
                    help="a run directory (newest checkpoint) or a .safetensors file")
     p.add_argument("--data", metavar="CACHE",
                    help="the cache the model was trained on (default: the cache beside a demo run)")
-    p.add_argument("--vocoder", metavar="CKPT", help="HiFi-GAN checkpoint (default: Griffin-Lim)")
     p.add_argument("--out", default="eval", metavar="DIR", help="where eval.json, eval.html and audio/ go")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N sentences only")
     p.add_argument("--split", default="val", choices=["val", "train"],

@@ -19,8 +19,6 @@ def add_parser(sub) -> None:
     p.add_argument("--reference", metavar="WAV",
                    help="voice to clone: 1-10 s of speech, any rate/format "
                         "(default: the neutral voice)")
-    p.add_argument("--vocoder", metavar="CKPT",
-                   help="HiFi-GAN checkpoint (default: Griffin-Lim, lower quality)")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "
                         "or synthesized/)")

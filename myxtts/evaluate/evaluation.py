@@ -6,6 +6,8 @@ another utterance of that speaker, cropped to ``data.ref_seconds`` as in trainin
 - **intelligibility**: WER and CER of an offline ASR's transcript of the output against the
   text, and, as the ceiling to compare with, the same ASR on the ground-truth recording and on
   *copy synthesis* (the ground-truth mel through the same mel-to-audio inversion);
+- **naturalness**: DNSMOS P.835 (overall, signal, background) and P.808 scores, estimated from
+  the audio alone, of the output next to the same for the recording and copy synthesis;
 - **voice**: the cosine of speaker embeddings between the output and its reference, next to the
   same with a reference of another speaker (a model that clones voices scores the first
   higher);
@@ -34,14 +36,17 @@ from myxtts.data.dataset import ref_frames_for
 from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
+from myxtts.evaluate.naturalness import SCORES, Naturalness
 from myxtts.evaluate.speaker import SpeakerEncoder, cosine
 
-Vocode = Callable[[torch.Tensor], np.ndarray]  # (T, n_mels) log-mel → (T * hop,) waveform
+Vocode = Callable[[torch.Tensor], np.ndarray]  # (T, n_mels) log-mel → (T * hop,) waveform: a vocode.MelToWave
 
+OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
+DNSMOS = tuple(f"dnsmos_{k}{of}" for of in OF for k in SCORES)
 # The summary's figures, in the order reports list them.
 FIGURES = ("wer", "cer", "wer_ground_truth", "cer_ground_truth", "wer_copy_synthesis",
-           "cer_copy_synthesis", "speaker_cosine", "speaker_cosine_mismatched", "stopped_share",
-           "duration_ratio", "rtf")
+           "cer_copy_synthesis", *DNSMOS, "speaker_cosine", "speaker_cosine_mismatched",
+           "stopped_share", "duration_ratio", "rtf")
 
 
 @dataclass
@@ -114,10 +119,6 @@ def recording(cache, i: int) -> np.ndarray | None:
         return None
 
 
-def griffin_lim_vocoder(audio_cfg) -> Vocode:
-    return lambda mel: audio.griffin_lim(mel, audio_cfg).numpy()
-
-
 @torch.no_grad()
 def speak(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, seed: int = 0,
           log=print) -> list[Spoken]:
@@ -145,12 +146,13 @@ def speak(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, se
 
 
 class Listener:
-    """The judges: an ASR model and a speaker encoder, loaded once (the eval extra)."""
+    """The judges: an ASR model, a speaker encoder and DNSMOS, loaded once (the eval extra)."""
 
     def __init__(self, asr_model: str | Path | None = None, threads: int = 0):
         require()
         self.asr = Recognizer(asr_model, threads=threads)
         self.speaker = SpeakerEncoder()
+        self.naturalness = Naturalness(threads=threads)
         self._embeddings: dict[int, np.ndarray | None] = {}
 
     def embed_utterance(self, cache, i: int) -> np.ndarray | None:
@@ -158,6 +160,12 @@ class Listener:
             wav = recording(cache, i)
             self._embeddings[i] = None if wav is None else self.speaker.embed(wav, cache.audio_cfg.sample_rate)
         return self._embeddings[i]
+
+
+def _dnsmos(listener: Listener, wav: np.ndarray | None, sr: int, of: str = "") -> dict:
+    """A row's DNSMOS figures of ``wav`` (None without audio), keys suffixed with ``of``."""
+    scores = listener.naturalness.score(wav, sr) if wav is not None else dict.fromkeys(SCORES)
+    return {f"dnsmos_{k}{of}": v for k, v in scores.items()}
 
 
 def _mean(xs) -> float | None:
@@ -190,12 +198,17 @@ def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode,
                "stopped": sp.stopped, "seconds": round(seconds, 3),
                "seconds_ground_truth": round(gt_seconds, 3),
                "duration_ratio": seconds / gt_seconds if gt_seconds else None,
-               "rtf": sp.seconds_taken / seconds if seconds else None}
+               "rtf": sp.seconds_taken / seconds if seconds else None, **_dnsmos(listener, sp.wav, sr)}
         if ground_truth:
             row["transcript_ground_truth"] = None if rec is None else listener.asr.transcribe(rec, sr)
             row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)
+            row |= _dnsmos(listener, rec, sr, "_ground_truth") | _dnsmos(listener, cp, sr, "_copy_synthesis")
         rows.append(row)
     return Result(summarize(rows, cfg, ground_truth), rows, spoken, recs, copies)
+
+
+PERIODIC = "not scored in periodic evaluation (see the first one)"
+NO_RECORDING = "no ground-truth audio (the cache holds no waveforms and the source is gone)"
 
 
 def summarize(rows: list[dict], cfg, ground_truth: bool = True) -> dict:
@@ -208,15 +221,26 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True) -> dict:
                       ("transcript_copy_synthesis", "copy_synthesis")):
         pairs = [(r["text"], r[key]) for r in rows if r.get(key) is not None]
         if not ground_truth:
-            why = "not scored in periodic evaluation (see the first one)"
+            why = PERIODIC
         elif not pairs:
-            why = "no ground-truth audio (the cache holds no waveforms and the source is gone)"
+            why = NO_RECORDING
         else:
             why = None
         out[f"wer_{name}"] = metrics.wer(*zip(*pairs)) if pairs and ground_truth else None
         out[f"cer_{name}"] = metrics.cer(*zip(*pairs)) if pairs and ground_truth else None
         if why:
             not_measured[f"wer_{name}"] = not_measured[f"cer_{name}"] = why
+    for of, what in zip(OF, ("output", "recording", "copy synthesis")):
+        keys = [f"dnsmos_{k}{of}" for k in SCORES]
+        out |= {key: _mean(r.get(key) for r in rows) for key in keys}  # rows hold them where scored
+        if out[keys[0]] is None:
+            if of and not ground_truth:
+                why = PERIODIC
+            elif of == "_ground_truth" and all(r["transcript_ground_truth"] is None for r in rows):
+                why = NO_RECORDING
+            else:
+                why = f"every {what} was silent"
+            not_measured |= dict.fromkeys(keys, why)
     out["speaker_cosine"] = _mean(r["speaker_cosine"] for r in rows)
     out["speaker_cosine_mismatched"] = _mean(r["speaker_cosine_mismatched"] for r in rows)
     if out["speaker_cosine_mismatched"] is None:

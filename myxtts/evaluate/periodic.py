@@ -1,8 +1,9 @@
 """Evaluation during training (``train.eval_every``): a few held-out sentences, spoken with the
-model being trained and scored, so a run shows intelligibility next to its loss.
+model being trained and scored, so a run shows intelligibility and naturalness (DNSMOS) next to
+its loss.
 
 The trainer only sees a callable ``(step, model, cache) -> {name: figure}``; this module, and the
-ASR and speaker packages behind it, stay optional.
+ASR, DNSMOS and speaker packages behind it, stay optional.
 """
 from __future__ import annotations
 
@@ -10,22 +11,25 @@ import time
 
 import torch
 
+from myxtts import vocode
 from myxtts.evaluate import require
-from myxtts.evaluate.evaluation import FIGURES, Listener, evaluate, griffin_lim_vocoder, plan
+from myxtts.evaluate.evaluation import FIGURES, Listener, evaluate, plan
 from myxtts.text import TextProcessor
 
 SENTENCES = 8  # held-out sentences per evaluation: enough for a WER trend, cheap on a CPU
 
 
 class TrainingEval:
-    """Scores the model every ``train.eval_every`` steps; → ``eval_*`` figures for the run's log.
-    The recordings and copy synthesis are scored at the first call only: they do not change."""
+    """Scores the model every ``train.eval_every`` steps; → ``eval_*`` figures for the run's log,
+    and ``eval_vocoder``, what turned mels into audio: the run's own vocoder (``RUN/vocoder``)
+    once one is there, else Griffin-Lim. The recordings and copy synthesis are scored at the
+    first call and again when the vocoder changes: otherwise they do not change."""
 
-    def __init__(self, cfg, sentences: int = SENTENCES, asr_model=None):
+    def __init__(self, cfg, run, sentences: int = SENTENCES, asr_model=None):
         require()  # fail before training starts, not at the first evaluation
-        self.cfg, self.n, self.asr_model = cfg, sentences, asr_model
+        self.cfg, self.run, self.n, self.asr_model = cfg, run, sentences, asr_model
         self.listener: Listener | None = None
-        self.first = True
+        self.scored_with: str | None = None  # the vocoder the recordings' copy synthesis went through
 
     def __call__(self, step: int, model, cache) -> dict:
         t0 = time.perf_counter()
@@ -35,9 +39,11 @@ class TrainingEval:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             if self.listener is None:
                 self.listener = Listener(self.asr_model, threads=torch.get_num_threads())
+            to_wave = vocode.load(self.cfg.audio, checkpoint=self.run, device=device)
+            first = to_wave.name != self.scored_with
             result = evaluate(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), cache,
-                              plan(cache, self.n), griffin_lim_vocoder(self.cfg.audio), self.listener,
-                              ground_truth=self.first, log=lambda _: None)
-        self.first = False
+                              plan(cache, self.n), to_wave, self.listener, ground_truth=first,
+                              log=lambda _: None)
+        self.scored_with = to_wave.name
         figures = {f"eval_{k}": result.summary[k] for k in FIGURES if result.summary.get(k) is not None}
-        return {**figures, "eval_seconds": time.perf_counter() - t0}
+        return {**figures, "eval_seconds": time.perf_counter() - t0, "eval_vocoder": to_wave.name}

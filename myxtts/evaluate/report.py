@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from myxtts import audio
-from myxtts.evaluate.evaluation import FIGURES, Result
+from myxtts.evaluate.evaluation import FIGURES, OF, Result
 from myxtts.observe.format import MISSING
 from myxtts.observe.report import CSS
 
@@ -25,6 +25,10 @@ LABELS = {
     "cer_ground_truth": ("CER, ground-truth recordings", "pct"),
     "wer_copy_synthesis": ("WER, copy synthesis (true mel → same inversion)", "pct"),
     "cer_copy_synthesis": ("CER, copy synthesis", "pct"),
+    **{f"dnsmos_{k}{of}": (f"{name}, {heard}", "f2")
+       for of, heard in zip(OF, ("synthesized", "ground-truth recordings", "copy synthesis"))
+       for k, name in (("ovrl", "DNSMOS overall"), ("sig", "DNSMOS speech signal"),
+                       ("bak", "DNSMOS background"), ("p808", "DNSMOS P.808"))},
     "speaker_cosine": ("speaker cosine, output vs its reference", "f3"),
     "speaker_cosine_mismatched": ("speaker cosine, output vs another speaker's reference", "f3"),
     "stopped_share": ("stopped before max_decoder_steps", "pct"),
@@ -84,6 +88,13 @@ def _player(label: str, rel: str | None) -> str:
             f'src="{escape(rel)}"></audio></div>')
 
 
+def _dnsmos_text(row: dict) -> str:
+    """A sentence's DNSMOS overall: the output's, then the recording's and copy synthesis' where scored."""
+    return "; ".join(f"{figure_text(row[f'dnsmos_ovrl{of}'], 'f2')} {heard}"
+                     for of, heard in zip(OF, ("synthesized", "recording", "copy synthesis"))
+                     if f"dnsmos_ovrl{of}" in row)
+
+
 def render(result: Result, meta: dict) -> str:
     s = result.summary
     nm = s.get("not_measured", {})
@@ -110,6 +121,7 @@ def render(result: Result, meta: dict) -> str:
             + "".join(f"<tr><th>heard in the {name}</th><td>{escape(row[key] or '')}</td></tr>"
                       for key, name in (("transcript_ground_truth", "recording"),
                                         ("transcript_copy_synthesis", "copy synthesis")) if key in row)
+            + f"<tr><th>DNSMOS overall</th><td>{_dnsmos_text(row)}</td></tr>"
             + f"<tr><th>length</th><td>{row['seconds']:.2f} s vs {row['seconds_ground_truth']:.2f} s "
             f"recorded; {status}</td></tr></table>"
             + _player("synthesized", row.get("wav"))

@@ -46,12 +46,13 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
         raise UserError(f"{data} holds other mel features than the model was trained on: " + "; ".join(diff))
     sentences = plan(cache, limit, split)
     which = "held-out" if split == "val" else "training"
-    log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}")
+    log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}, "
+        f"mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
-    result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences,
-                      lambda mel: synth.vocode([mel])[0], listener, seed=seed, log=log)
+    result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences, synth.to_wave, listener,
+                      seed=seed, log=log)
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
-            "split": split, "vocoder": str(vocoder) if vocoder else "griffin-lim",
+            "split": split, "vocoder": synth.to_wave.name,
             "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",
             "device": str(synth.device), "seed": seed,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

@@ -37,11 +37,12 @@ from myxtts.config import Config, ConfigError, from_dict
 from myxtts.errors import UserError
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
-# weights would load without an error and compute something else.
-READABLE = {"acoustic": {"2"}, "vocoder": {"1", "2"}}
+# weights would load without an error and compute something else. Version 3 replaced the
+# HiFi-GAN vocoder with the Fourier-head one: vocoder files before it hold another network.
+READABLE = {"acoustic": {"2", "3"}, "vocoder": {"3"}}
 KINDS = ("acoustic", "vocoder")
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -149,8 +150,8 @@ def build_model(kind: str, cfg: Config, n_vocab: int) -> nn.Module:
     if kind == "acoustic":
         from myxtts.models.xtts import XTTS
         return XTTS(cfg.model, n_vocab, cfg.audio.n_mels)
-    from myxtts.models.vocoder import HiFiGANGenerator
-    return HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length)
+    from myxtts.models.vocoder import build_generator
+    return build_generator(cfg)
 
 
 def _load_state(model: nn.Module, path: Path, device) -> None:

@@ -21,7 +21,7 @@ from myxtts.config import Config
 from myxtts.data.cache import Cache
 from myxtts.data.loader import make_sampler
 from myxtts.errors import UserError
-from myxtts.models.vocoder import HiFiGANGenerator, MultiPeriodDiscriminator, MultiScaleDiscriminator
+from myxtts.models.vocoder import build_generator
 from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
@@ -222,10 +222,9 @@ def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
                         "false); the vocoder trains on them: prepare it again with "
                         "data.store_wav=true, or train with data.on_the_fly=true")
     cache = Cache(data, expect=cfg)
-    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length).to(device)
-    mpd, msd = MultiPeriodDiscriminator().to(device), MultiScaleDiscriminator().to(device)
+    gen = build_generator(cfg).to(device)
     batches = Batches(cache, cfg, device, info, with_wav=True) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    step_fn = VocoderStep(cfg, gen, mpd, msd, prec, len(sampler))
-    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, step_fn.opt_g,
-               step_fn.sched_g, sampler, batches, plan)
+    step_fn = VocoderStep(cfg, gen, prec, len(sampler))
+    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, step_fn.opt,
+               step_fn.sched, sampler, batches, plan)

@@ -2,11 +2,10 @@
 
 The common use is adapting a trained multi-speaker model to one new voice from a few minutes of
 its speech. SRC is a run folder (its best weights if it has them, else its newest checkpoint), a
-checkpoint folder, or a ``model.safetensors`` file. Only the weights are taken (for the vocoder
-stage also the discriminators, where SRC is a training checkpoint that holds them): data,
-optimizer, schedule (from warm-up), step counter, plan and checkpoints are the new run's own. It
-is a run like any other, so once it has a checkpoint it resumes from that, and SRC is not read
-again.
+checkpoint folder, or a ``model.safetensors`` file. Only the weights are taken: data,
+optimizer, schedule (from warm-up), step counter, plan and checkpoints are the new run's own.
+It is a run like any other, so once it has a checkpoint it resumes from that, and SRC is not
+read again.
 
 Settings. The stage's weight settings (the ``model`` section, or ``vocoder`` for the vocoder
 stage) come from SRC, so nobody has to repeat them; the config file's section is not read, and
@@ -47,7 +46,7 @@ SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's 
 FREE = {"model": {"dropout", "ref_dropout", "prenet_dropout", "stop_pos_weight",
                   "guided_attn_sigma", "guided_attn_weight", "align_layer", "max_decoder_steps",
                   "stop_threshold"},
-        "vocoder": {"segment_frames", "lr", "mel_loss_weight", "fm_loss_weight"}}
+        "vocoder": {"segment_frames", "lr", "mel_loss_weight", "stft_loss_weight"}}
 # Clip preprocessing: which stretch of a recording is kept and how loud, not what a mel frame is.
 AUDIO_FREE = {"trim_silence", "trim_db", "normalize_loudness", "target_dbfs"}
 SHOWN = 5  # symbols named in a vocabulary mismatch
@@ -163,10 +162,8 @@ def vocab_difference(have: list[str], want: list[str]) -> str:
     return ", and ".join(parts) or "the same symbols under other ids"
 
 
-def load(run, src: Source) -> list[str]:
-    """Copy SRC's weights into a freshly built run, before its first step; for the vocoder also
-    the discriminators where SRC's checkpoint holds them. Returns lines for the run's log on what
-    the run header (``Plan.init_from``) does not say."""
+def load(run, src: Source) -> None:
+    """Copy SRC's weights into a freshly built run, before its first step."""
     state = load_file(str(src.path), device=str(run.device))
     own = run.model.state_dict()
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
@@ -180,24 +177,6 @@ def load(run, src: Source) -> list[str]:
             raise UserError(f"--init-from {src.path}: {name} has shape {tuple(state[name].shape)} "
                             f"there and {tuple(t.shape)} in this model")
     run.model.load_state_dict(state)
-    return [_load_discriminators(run.step_fn, src)] if src.kind == "vocoder" else []
-
-
-def _load_discriminators(step_fn, src: Source) -> str:
-    """A GAN's generator fine-tunes best against discriminators that already know its output; a
-    bare model file has none, and then they start untrained."""
-    folder = src.path.parent
-    if not (folder / "state.pt").is_file():
-        return f"discriminators untrained: {src.path} holds the generator only"
-    try:
-        disc = ckpt.load_state(folder)["step_fn"]["discriminators"]
-        step_fn.mpd.load_state_dict(disc["mpd"])
-        step_fn.msd.load_state_dict(disc["msd"])
-    except (KeyError, TypeError, RuntimeError) as e:  # another version's layout or shapes
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"--init-from {folder / 'state.pt'}: holds no usable discriminators "
-                        f"({why})") from None
-    return f"discriminators from {folder / 'state.pt'}"
 
 
 def describe_origin(init_from: dict) -> str:

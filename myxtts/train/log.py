@@ -102,18 +102,21 @@ class TrainLog:
         if not self.main:
             return
         self._write({"step": step, "loss": None, **figures})
-        self.scalars(step, figures)
+        vocoder = figures.get("eval_vocoder")
+        self.scalars(step, {k: v for k, v in figures.items() if k != "eval_vocoder"})
         wer, cer = figures.get("eval_wer"), figures.get("eval_cer")
         if wer is not None:
             took = figures.get("eval_seconds")
             self.say(f"step {step}: held-out WER {100 * wer:.1f}%, CER {100 * (cer or 0):.1f}%"
-                     + (f" (evaluated in {took:.0f} s)" if took is not None else ""))
+                     + (f", DNSMOS {figures['eval_dnsmos_ovrl']:.2f}" if "eval_dnsmos_ovrl" in figures else "")
+                     + (f" (evaluated in {took:.0f} s" if took is not None else " (")
+                     + (f", audio through {vocoder})" if vocoder else ")"))
 
     def sample(self, step: int, core, cache, cfg: Config) -> dict:
         """Synthesize the fixed sentence into RUN/samples/step-N/ (wav, mel and attention)."""
         from myxtts.train.samples import write_sample
 
-        return write_sample(self.out / "samples" / f"step-{step:08d}", core, cache, cfg)
+        return write_sample(self.out / "samples" / f"step-{step:08d}", core, cache, cfg, self.out)
 
     def already_done(self, step: int) -> dict:
         """A finished run asked to train again: say so and change nothing."""

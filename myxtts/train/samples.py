@@ -1,5 +1,6 @@
 """Periodic samples during training: one fixed sentence, spoken in a held-out voice, written as
-a wav (Griffin-Lim: a quick listen, not vocoder quality), a mel image and an alignment image."""
+a wav (through the run's own vocoder once ``RUN/vocoder`` holds one, else Griffin-Lim: a quick
+listen, not vocoder quality), a mel image and an alignment image."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from myxtts import audio
+from myxtts import audio, vocode
 from myxtts.config import Config
 from myxtts.errors import UserError
 from myxtts.text import TextProcessor
@@ -22,7 +23,7 @@ def _reference(cache, n_frames: int) -> np.ndarray:
     return np.asarray(cache.mel(i)[:n_frames], dtype=np.float32)
 
 
-def write_sample(out: Path, core, cache, cfg: Config, sentence: str = SENTENCE) -> dict:
+def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, sentence: str = SENTENCE) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     tp = TextProcessor(cache.text_cfg, cache.vocab)
     try:
@@ -38,7 +39,9 @@ def write_sample(out: Path, core, cache, cfg: Config, sentence: str = SENTENCE) 
                                      torch.from_numpy(ref)[None].to(dev),
                                      torch.tensor([ref.shape[0]], device=dev), generator=gen)
     mel = mels[0, : int(lens[0])].float().cpu()  # (T, n_mels)
-    wav = audio.griffin_lim(mel, cfg.audio, n_iter=32)
+    to_wave = vocode.load(cfg.audio, checkpoint=run, device=dev) if run is not None else vocode.MelToWave(cfg.audio)
+    wav = to_wave(mel)
+    (out / "vocoder.txt").write_text(to_wave.name + "\n")
     paths = {"wav": out / "sample.wav"}
     audio.save_wav(paths["wav"], wav, cfg.audio.sample_rate)
     try:

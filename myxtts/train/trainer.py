@@ -1,6 +1,6 @@
 """Training runs of both stages, end to end: build, resume, loop, validate, checkpoint, sum up.
 
-The acoustic model trains with ``train``, the HiFi-GAN vocoder with ``train_vocoder``; both are
+The acoustic model trains with ``train``, the vocoder with ``train_vocoder``; both are
 assembled by ``train.build`` and stepped by ``train.loop``. A run directory that exists is
 resumed from its newest checkpoint; a finished one is left as it is. A new run may start from
 trained weights (``init``, train/finetune.py); a resumed one never reads them again.
@@ -59,8 +59,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         log.say(f"resuming from {last} at step {loop.state.step}")
     else:
         if init is not None:  # every rank, before the first step
-            for line in finetune.load(run, init):
-                log.say(line)
+            finetune.load(run, init)
         if info.is_main:  # a resume's plan goes into its checkpoints
             asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
             run.plan.save(out)
@@ -175,7 +174,7 @@ def validate(run: Run) -> float | None:
 
 def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
                   log=TrainLog, init: finetune.Source | None = None) -> dict:
-    """Train (or resume) the HiFi-GAN vocoder on the cache's waveforms. Returns the run summary.
+    """Train (or resume) the vocoder on the cache's waveforms. Returns the run summary.
     ``log`` makes the run's log: ``(out, cfg, is_main, progress) -> TrainLog``. ``init``: as
     for :func:`train`."""
     out = Path(out)
@@ -192,16 +191,13 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
             log.say(f"resuming from {last} at step {loop.state.step}")
         else:
             if init is not None:
-                for line in finetune.load(run, init):
-                    log.say(line)
+                finetune.load(run, init)
             cfg.save(out / "config.yaml")
             run.plan.save(out)
         if loop.state.step >= cfg.train.max_steps:
             return log.already_done(loop.state.step)
-        step_fn = run.step_fn
-        n_disc = count_parameters(step_fn.mpd) + count_parameters(step_fn.msd)
-        log.say(f"vocoder: HiFi-GAN {cfg.vocoder.preset}, {count_parameters(run.model) / 1e6:.2f} M "
-                f"generator parameters (+{n_disc / 1e6:.2f} M in the discriminators) | device "
+        log.say(f"vocoder: vocos {cfg.vocoder.preset}, {count_parameters(run.model) / 1e6:.2f} M "
+                f"generator parameters | device "
                 f"{run.plan.device} ({run.plan.device_name}) | precision {run.precision.name}"
                 + (f" | init from {finetune.describe_origin(run.plan.init_from)}"
                    if run.plan.init_from else ""))

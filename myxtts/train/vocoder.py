@@ -1,17 +1,17 @@
-"""The HiFi-GAN vocoder stage: ``myxtts train --stage vocoder``.
+"""The vocoder stage: ``myxtts train --stage vocoder``.
 
 Trains the generator on the waveforms stored in the cache (``data.store_wav=true``), one random
-``vocoder.segment_frames`` crop per utterance, with the recipe of ``myxtts.models.vocoder``: a
-discriminator step (MPD + MSD, LSGAN) on the detached generator output, then a generator step
-(adversarial + ``fm_loss_weight`` x feature matching + ``mel_loss_weight`` x mel L1) through
-the just-updated discriminators. Both AdamW optimizers (betas 0.8, 0.99) decay their learning
-rate by 0.999 per epoch, as in the paper (``train.schedule=constant`` keeps it fixed).
+``vocoder.segment_frames`` crop per utterance, on the reconstruction losses of
+:mod:`myxtts.models.vocoder` (``mel_loss_weight`` x mel L1 + ``stft_loss_weight`` x
+multi-resolution STFT). AdamW (betas 0.8, 0.99, as measured) decays its learning rate by 0.999
+per epoch, as HiFi-GAN's recipe does (``train.schedule=constant`` keeps it fixed).
 
 Single process. Losses stay on the device and are read only on logging steps; a non-finite loss
-makes the fused optimizers skip their update on the device, like the acoustic trainer does.
-Checkpoints (``train.checkpoint``, kind "vocoder"): the generator in ``model.safetensors``
-(what ``myxtts synthesize --vocoder RUN`` loads), the discriminators, both optimizers and
-schedulers, the batch position and the RNG state in ``state.pt``; an existing ``--out`` resumes.
+makes the fused optimizer skip its update on the device, like the acoustic trainer does.
+Checkpoints (``train.checkpoint``, kind "vocoder"): the generator in ``model.safetensors`` (what
+:mod:`myxtts.vocode` loads: ``RUN/vocoder`` of an acoustic run is used by that run unasked), the
+optimizer, scheduler, batch position and RNG state in ``state.pt``; an existing ``--out``
+resumes.
 """
 from __future__ import annotations
 
@@ -22,29 +22,26 @@ import torch.nn.functional as F
 
 from myxtts.audio import LOG_FLOOR, MelSpectrogram
 from myxtts.config import Config
-from myxtts.models.vocoder import discriminator_loss, generator_loss, random_segments
+from myxtts.models.vocoder import random_segments, reconstruction_loss
 from myxtts.train.step import StepCounters
 
 EPOCH_DECAY = 0.999  # HiFi-GAN's learning-rate decay per epoch
 
 
 class VocoderStep(StepCounters):
-    """One discriminator + generator update; keeps running loss sums on the device."""
+    """One generator update; keeps running loss sums on the device."""
 
     micro_batches = 1  # one batch per update; the segments make the batch size
     compile_mode = "off"
     nonfinite_hint = "lower vocoder.lr or use train.precision=fp32"
 
-    def __init__(self, cfg: Config, gen, mpd, msd, precision, epoch_len: int):
-        self.cfg, self.gen, self.mpd, self.msd, self.precision = cfg, gen, mpd, msd, precision
-        v, dev = cfg.vocoder, precision.device
-        self.disc_params = [*mpd.parameters(), *msd.parameters()]
-        self.opt_g = torch.optim.AdamW(gen.parameters(), v.lr, betas=(0.8, 0.99), fused=True)
-        self.opt_d = torch.optim.AdamW(self.disc_params, v.lr, betas=(0.8, 0.99), fused=True)
+    def __init__(self, cfg: Config, gen, precision, epoch_len: int):
+        self.cfg, self.gen, self.precision = cfg, gen, precision
+        dev = precision.device
+        self.opt = torch.optim.AdamW(gen.parameters(), cfg.vocoder.lr, betas=(0.8, 0.99), fused=True)
         gamma = 1.0 if cfg.train.schedule == "constant" else EPOCH_DECAY ** (1 / max(1, epoch_len))
-        self.sched_g = torch.optim.lr_scheduler.ExponentialLR(self.opt_g, gamma)
-        self.sched_d = torch.optim.lr_scheduler.ExponentialLR(self.opt_d, gamma)
-        self.scaler_g, self.scaler_d = precision.grad_scaler(), precision.grad_scaler()
+        self.sched = torch.optim.lr_scheduler.ExponentialLR(self.opt, gamma)
+        self.scaler = precision.grad_scaler()
         self.mel_fn = MelSpectrogram(cfg.audio).to(dev)
         super().__init__(dev)
 
@@ -56,48 +53,25 @@ class VocoderStep(StepCounters):
             wav = F.pad(wav, (0, seg * hop - wav.shape[1]))
         return random_segments(mel, wav, batch["mel_lens"], seg, hop)
 
-    def _update(self, loss, opt, scaler, sched) -> torch.Tensor:
-        """Backward and step; returns the device flag "this update was skipped"."""
-        opt.zero_grad(set_to_none=True)
-        bad = ~torch.isfinite(loss.detach())
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)  # skips by itself on inf/nan gradients
-            scaler.update()
-        else:
-            loss.backward()
-            opt.found_inf = bad.float()  # the fused kernel skips the update on the device
-            opt.step()
-        sched.step()
-        return bad
-
     def __call__(self, micro_batches: list[dict]) -> None:
-        mel, wav = self._crop(micro_batches[0])
-        ac = self.precision.autocast
-        with ac():
-            fake = self.gen(mel)
-            fake_d = fake.detach()
-            d_loss = (discriminator_loss(self.mpd(wav)[0], self.mpd(fake_d)[0])
-                      + discriminator_loss(self.msd(wav)[0], self.msd(fake_d)[0]))
-        bad_d = self._update(d_loss, self.opt_d, self.scaler_d, self.sched_d)
-
-        for p in self.disc_params:  # the generator step needs no discriminator weight grads
-            p.requires_grad_(False)
-        try:
-            with ac():
-                with torch.no_grad():
-                    (_, mpd_real), (_, msd_real) = self.mpd(wav), self.msd(wav)
-                mpd_fake, msd_fake = self.mpd(fake), self.msd(fake)
-            # The mel loss runs outside autocast: the STFT and log are precision-sensitive.
-            g = generator_loss(self.cfg.vocoder, self.mel_fn, fake.float(), mel, mpd_fake,
-                               msd_fake, mpd_real, msd_real)
-            bad_g = self._update(g["loss"], self.opt_g, self.scaler_g, self.sched_g)
-        finally:
-            for p in self.disc_params:
-                p.requires_grad_(True)
-
-        self.add({**g, "disc": d_loss})
-        self.step_done(bad_d | bad_g)
+        mel, wav = self._crop(micro_batches[0])  # (B, seg, M), (B, seg * hop)
+        with self.precision.autocast():
+            fake = self.gen(mel)  # (B, seg * hop)
+        # The losses run outside autocast: the STFT and log are precision-sensitive.
+        parts = reconstruction_loss(self.cfg.vocoder, self.mel_fn, fake.float(), mel, wav)
+        self.opt.zero_grad(set_to_none=True)
+        bad = ~torch.isfinite(parts["loss"].detach())
+        if self.scaler is not None:
+            self.scaler.scale(parts["loss"]).backward()
+            self.scaler.step(self.opt)  # skips by itself on inf/nan gradients
+            self.scaler.update()
+        else:
+            parts["loss"].backward()
+            self.opt.found_inf = bad.float()  # the fused kernel skips the update on the device
+            self.opt.step()
+        self.sched.step()
+        self.add(parts)
+        self.step_done(bad)
 
     def frames_of(self, batch) -> int:
         # Each step trains on one segment per utterance: count those frames, not the batch's.
@@ -105,24 +79,15 @@ class VocoderStep(StepCounters):
 
     @property
     def lr(self) -> float:
-        return self.sched_g.get_last_lr()[0]
+        return self.sched.get_last_lr()[0]
 
     def state_dict(self) -> dict:
-        return {"discriminators": {"mpd": self.mpd.state_dict(), "msd": self.msd.state_dict()},
-                "opt_g": self.opt_g.state_dict(), "opt_d": self.opt_d.state_dict(),
-                "sched_g": self.sched_g.state_dict(), "sched_d": self.sched_d.state_dict(),
-                "scaler_g": self.scaler_g.state_dict() if self.scaler_g else {},
-                "scaler_d": self.scaler_d.state_dict() if self.scaler_d else {},
-                **self.counters_state()}
+        return {"opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler else {}, **self.counters_state()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.mpd.load_state_dict(state["discriminators"]["mpd"])
-        self.msd.load_state_dict(state["discriminators"]["msd"])
-        self.opt_g.load_state_dict(state["opt_g"])
-        self.opt_d.load_state_dict(state["opt_d"])
-        self.sched_g.load_state_dict(state["sched_g"])
-        self.sched_d.load_state_dict(state["sched_d"])
-        for scaler, key in ((self.scaler_g, "scaler_g"), (self.scaler_d, "scaler_d")):
-            if scaler is not None and state.get(key):
-                scaler.load_state_dict(state[key])
+        self.opt.load_state_dict(state["opt"])
+        self.sched.load_state_dict(state["sched"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.load_counters(state)

@@ -216,13 +216,14 @@ class World:
 
     @cached_property
     def vocoder_trained(self) -> subprocess.CompletedProcess:
+        """The run's own vocoder, in RUN/vocoder, where synthesis finds it unasked."""
         return myxtts("train", "--stage", "vocoder", "--config", "tiny", "--data", self.cache, "--out",
-                      self.root / "vocoder", "--no-progress", *VOCODER, "train.max_steps=1")
+                      self.run / "vocoder", "--no-progress", *VOCODER, "train.max_steps=1")
 
     @cached_property
     def vocoder(self) -> Path:
         ok(self.vocoder_trained)
-        return self.root / "vocoder"
+        return self.run / "vocoder"
 
 
 @pytest.fixture(scope="module")
@@ -279,10 +280,11 @@ def _train_vocoder(w: World, tmp: Path) -> None:
 @row("synthesize")
 def _synthesize(w: World, tmp: Path) -> None:
     out = tmp / "hello.wav"
+    assert w.vocoder.is_dir()  # RUN/vocoder: used without being named
     r = ok(myxtts("synthesize", "--checkpoint", w.run, "--text", "Hello there.", "--reference", VOICE,
-                  "--vocoder", w.vocoder, "--out", out))
+                  "--out", out))
     has_sound(out)
-    assert "Griffin-Lim" not in r.stderr  # the vocoder trained above made the wav
+    assert "Griffin-Lim" not in r.stderr and f"vocoder: {w.vocoder}" in r.stderr  # it says which
     assert f"{out}  " in r.stdout and "1 text(s)" in r.stdout and f"voice: {VOICE}" in r.stdout
 
 
@@ -292,13 +294,15 @@ def _eval(w: World, tmp: Path) -> None:
     from myxtts.evaluate.evaluation import FIGURES
 
     out = tmp / "eval"
-    r = myxtts("eval", "--checkpoint", w.run, "--data", w.cache, "--out", out, "--limit", "1")
+    # Griffin-Lim asked for by name: the vocoder in RUN/vocoder trained one step only
+    r = myxtts("eval", "--checkpoint", w.run, "--data", w.cache, "--out", out, "--limit", "1",
+               "--vocoder", "griffin-lim")
     if missing():  # documented: without the eval extra it says what to install
         assert INSTALL_HINT in one_line_error(r, "eval")
         return
     ok(r)
     report = json.loads((out / "eval.json").read_text())
-    assert report["sentences"] == 1 and report["step"] == 2
+    assert report["sentences"] == 1 and report["step"] == 2 and report["vocoder"] == "griffin-lim"
     for key in FIGURES:
         assert key in report
     # single speaker: the mismatched-voice figure is missing, and says why
@@ -410,9 +414,11 @@ def _tune(w: World, tmp: Path) -> None:
 @row("demo")
 def _demo(w: World, tmp: Path) -> None:
     out = tmp / "demo"
-    r = ok(myxtts("demo", "--steps", "1", "--out", out))
+    r = ok(myxtts("demo", "--steps", "1", "--vocoder-minutes", "0.01", "--out", out))
     has_sound(out / "demo.wav")
-    assert set(json.loads((out / "demo_timings.json").read_text())) == {"prepare", "train", "synthesize"}
+    assert set(json.loads((out / "demo_timings.json").read_text())) == {"prepare", "train", "vocoder", "synthesize"}
+    assert (out / "run" / "vocoder" / "summary.json").is_file()
+    assert f"audio through {out / 'run' / 'vocoder'}" in r.stdout  # demo.wav went through it
     assert (out / "run" / "checkpoints" / "step-00000001").is_dir() and (out / "cache" / "meta.json").is_file()
     assert "where the time went (whole demo)" in r.stdout and f"wrote {out / 'demo.wav'}" in r.stdout
 

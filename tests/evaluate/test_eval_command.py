@@ -3,8 +3,10 @@ command end to end (every figure, the page and its audio) runs in
 tests/commands/test_every_command.py, on the run every command shares."""
 import json
 
+import pytest
+
 from myxtts import cli
-from myxtts.evaluate.evaluation import plan
+from myxtts.evaluate.evaluation import DNSMOS, plan
 
 from .conftest import train_tiny
 
@@ -18,6 +20,9 @@ def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_va
     evals = [x for x in _records(run) if "eval_wer" in x]
     assert [x["step"] for x in evals] == [2]
     assert evals[0]["eval_wer_ground_truth"] <= 0.25 and evals[0]["eval_wer"] >= 0.9
+    # naturalness too: the output's, and the recordings' and copy synthesis' (the first evaluation)
+    assert all(1 <= evals[0][f"eval_{k}"] <= 5 for k in DNSMOS), evals[0]
+    assert evals[0]["eval_dnsmos_ovrl_ground_truth"] > evals[0]["eval_dnsmos_ovrl"]
     assert "step 2: held-out WER" in stderr
     assert list((run / "tensorboard").glob("events.*"))
     # the step after an evaluation trains exactly as it would have without one
@@ -27,16 +32,16 @@ def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_va
     assert sorted(losses[0]) == [1, 2, 3] and losses[0] == losses[1]
 
 
-def test_without_the_extra_says_what_to_install(monkeypatch, capsys, tmp_path):
+@pytest.mark.parametrize("module, dist", [("faster_whisper", "faster-whisper"), ("speechmos", "speechmos")])
+def test_without_the_extra_says_what_to_install(monkeypatch, capsys, tmp_path, module, dist):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "faster_whisper" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
     code = cli.main(["eval", "--checkpoint", str(tmp_path / "missing-run")])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.count("\n") == 1 and "pip install 'myxtts[eval]'" in err and "faster-whisper" in err
+    assert err.count("\n") == 1 and "pip install 'myxtts[eval]'" in err and dist in err
 
 
 class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with a held-out line

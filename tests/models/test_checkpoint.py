@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import FORMAT_VERSION, load_model, load_weights, resolve_checkpoint, save_model
-from myxtts.models.vocoder import HiFiGANGenerator
+from myxtts.models.vocoder import VocosGenerator, build_generator
 from myxtts.models.xtts import XTTS
 
 from .conftest import random_batch, tiny
@@ -61,10 +61,10 @@ def test_load_weights_into_existing_and_compiled_module(tmp_path):
 
 def test_vocoder_round_trip(tmp_path):
     cfg = tiny()
-    gen = HiFiGANGenerator(cfg.vocoder, cfg.audio.n_mels, cfg.audio.hop_length)
+    gen = build_generator(cfg)
     path = save_model(tmp_path / "v.safetensors", gen, cfg, SYMBOLS, kind="vocoder")
     loaded, _, _, meta = load_model(path)
-    assert meta["kind"] == "vocoder" and isinstance(loaded, HiFiGANGenerator)
+    assert meta["kind"] == "vocoder" and isinstance(loaded, VocosGenerator)
     mel = torch.randn(1, 6, cfg.audio.n_mels) - 5
     with torch.no_grad():
         assert torch.equal(gen.eval()(mel), loaded(mel))
@@ -120,3 +120,17 @@ def test_acoustic_checkpoint_of_the_rmsnorm_format_is_refused(tmp_path):
     save_file(load_file(str(path)), str(tmp_path / "old.safetensors"), metadata={**meta, "format_version": "1"})
     with pytest.raises(UserError, match="acoustic checkpoint of format version 1"):
         load_model(tmp_path / "old.safetensors")
+
+
+def test_vocoder_files_of_the_hifigan_format_are_refused_by_version(tmp_path):
+    """Vocoder files before version 3 hold a HiFi-GAN generator: one line names the version,
+    rather than a list of weights that do not fit."""
+    cfg = tiny()
+    path = save_model(tmp_path / "v.safetensors", build_generator(cfg), cfg, SYMBOLS, kind="vocoder")
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    for old in ("1", "2"):
+        save_file(load_file(str(path)), str(tmp_path / "old.safetensors"), metadata={**meta, "format_version": old})
+        with pytest.raises(UserError, match=f"vocoder checkpoint of format version {old} .* reads vocoder "
+                                            "checkpoints of format version 3"):
+            load_model(tmp_path / "old.safetensors")

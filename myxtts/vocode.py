@@ -1,0 +1,99 @@
+"""Mel → waveform: a trained vocoder, or Griffin-Lim where there is none.
+
+Which one is used, without being asked: an acoustic run's vocoder lives in ``RUN/vocoder/``
+(trained there with ``myxtts train --stage vocoder --out RUN/vocoder``), and everything that
+turns that run's mels into audio (``synthesize``, ``eval``, the training samples and the
+periodic evaluation) uses it when it holds a checkpoint. ``--vocoder PATH`` names another one
+and ``--vocoder griffin-lim`` asks for none. Each says which it used (:attr:`MelToWave.name`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from myxtts import audio
+from myxtts.config import AudioConfig
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import load_model
+
+GRIFFIN_LIM = "griffin-lim"
+RUN_VOCODER = "vocoder"  # RUN/vocoder/: the run's own vocoder
+# mel features a vocoder and the model whose mels it turns into audio must share
+MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
+GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: it needs no training but sounds "
+                    "noticeably worse (phasey, metallic); `myxtts train --stage vocoder --out RUN/vocoder` "
+                    "trains one that is then used by default")
+
+
+def run_folder(checkpoint) -> Path | None:
+    """The training run a checkpoint belongs to: the nearest folder, itself included, that holds a
+    run's ``plan.json`` (a run folder, ``RUN/checkpoints/step-N/`` or a model file in it)."""
+    p = Path(checkpoint).resolve()
+    for folder in [p, *p.parents][:4]:
+        if (folder / "plan.json").is_file():
+            return folder
+    return None
+
+
+def run_vocoder(checkpoint) -> Path | None:
+    """``RUN/vocoder`` of the run ``checkpoint`` belongs to, where it holds a trained vocoder."""
+    run = run_folder(checkpoint)
+    folder = run / RUN_VOCODER if run else None
+    if folder and (any(folder.glob("checkpoints/step-*/model.safetensors"))
+                   or (folder / "model.safetensors").is_file()):
+        return folder
+    return None
+
+
+class MelToWave:
+    """``(T, n_mels)`` natural-log mel → ``(T * hop,)`` float32 waveform on the CPU."""
+
+    def __init__(self, audio_cfg: AudioConfig, vocoder: torch.nn.Module | None = None,
+                 name: str = GRIFFIN_LIM, device: torch.device | str = "cpu"):
+        self.audio_cfg, self.vocoder, self.name, self.device = audio_cfg, vocoder, name, torch.device(device)
+
+    @property
+    def griffin_lim(self) -> bool:
+        return self.vocoder is None
+
+    @torch.no_grad()
+    def __call__(self, mel: torch.Tensor) -> np.ndarray:
+        a = self.audio_cfg
+        n = mel.shape[0] * a.hop_length
+        # Griffin-Lim's STFT cannot frame a clip shorter than n_fft: pad very short outputs
+        # (an untrained model may stop at once) with silence, then cut back.
+        min_frames = a.n_fft // a.hop_length + 2
+        if mel.shape[0] < min_frames:
+            mel = torch.cat([mel, mel.new_full((min_frames - mel.shape[0], mel.shape[1]),
+                                               math.log(audio.LOG_FLOOR))])
+        if self.vocoder is None:
+            wav = audio.griffin_lim(mel.float().cpu(), a)
+        else:
+            wav = self.vocoder(mel[None].float().to(self.device))[0]
+        return wav[:n].float().cpu().numpy()
+
+
+def load(audio_cfg: AudioConfig, vocoder=None, checkpoint=None, device: torch.device | str = "cpu") -> MelToWave:
+    """The mel-to-audio step for mels of ``audio_cfg``: ``vocoder`` (a vocoder run, checkpoint
+    folder or model file; ``"griffin-lim"``), else the vocoder of the run ``checkpoint`` belongs
+    to, else Griffin-Lim."""
+    if vocoder == GRIFFIN_LIM:
+        return MelToWave(audio_cfg)
+    if vocoder is None:
+        vocoder = run_vocoder(checkpoint) if checkpoint is not None else None
+        if vocoder is None:
+            return MelToWave(audio_cfg)
+    model, vcfg, _, meta = load_model(vocoder, device)
+    if meta["kind"] != "vocoder":
+        raise UserError(f"{meta['path']} is an {meta['kind']} checkpoint, not a vocoder")
+    diff = [f"audio.{k}: {getattr(vcfg.audio, k)} vs {getattr(audio_cfg, k)}"
+            for k in MEL_KEYS if getattr(vcfg.audio, k) != getattr(audio_cfg, k)]
+    if diff:
+        raise UserError(f"the vocoder {meta['path']} was trained on other mel features than the "
+                        f"acoustic model ({', '.join(diff)})")
+    step = "" if meta["step"] is None else f" step {meta['step']}"
+    return MelToWave(audio_cfg, model, f"{meta['path']} (vocos {vcfg.vocoder.preset}{step})",
+                     device)
