@@ -8,8 +8,9 @@ For every checkpoint under each run's ``checkpoints/`` (and for the recordings a
 once) it scores the held-out clips' ground-truth mels turned back into audio:
 
 - DNSMOS OVRL / SIG / BAK / P.808 (``myxtts.evaluate.naturalness``);
-- log-spectral distance to the recording in dB (``lsd_db``: per frame, the RMS over STFT bins of
-  the difference of 20 log10 magnitudes, averaged over frames; 0 is identical);
+- log-spectral distance to the recording in dB (``lsd_db``: per frame, the RMS over the STFT
+  bins up to ``audio.fmax`` of the difference of 20 log10 magnitudes, averaged over frames; 0 is
+  identical);
 - WER and CER of Whisper tiny.en's transcript (``myxtts.evaluate.asr``);
 - the real-time factor of mel-to-audio alone on this machine (seconds taken / seconds of audio).
 
@@ -38,11 +39,14 @@ from myxtts.models.checkpoint import load_model
 
 
 def lsd_db(wav: np.ndarray, ref: np.ndarray, cfg) -> float:
-    """Log-spectral distance (dB) between two waveforms of the same framing."""
+    """Log-spectral distance (dB) between two waveforms of the same framing, over the STFT bins
+    the mel describes (up to ``audio.fmax``): above it a mel holds nothing to invert, so
+    Griffin-Lim leaves it empty and the distance there would measure the band, not the vocoder."""
     n = min(wav.size, ref.size)
     spec = audio.MelSpectrogram(cfg).magnitude
+    top = round((cfg.fmax or cfg.sample_rate / 2) * cfg.n_fft / cfg.sample_rate) + 1  # bins ≤ fmax
     with torch.no_grad():
-        a, b = (spec(torch.from_numpy(np.ascontiguousarray(x[:n]))[None])[0] for x in (wav, ref))
+        a, b = (spec(torch.from_numpy(np.ascontiguousarray(x[:n]))[None])[0, :top] for x in (wav, ref))
     da, db = (20 * torch.log10(x.clamp(min=1e-5)) for x in (a, b))  # (F, T)
     return float(((da - db) ** 2).mean(0).sqrt().mean())
 
@@ -104,8 +108,7 @@ def main(argv=None) -> int:
             gen, cfg, _, meta = load_model(ck, "cpu")
             wavs, took = vocode_all(gen, mels)
             row = score(f"{run.name} step {meta['step']}", wavs, refs, texts, took, a, judge, asr)
-            row.update(run=str(run), step=meta["step"], train_s=train_time(run, meta["step"]),
-                       generator=f"vocos {cfg.vocoder.preset}")
+            row.update(run=str(run), step=meta["step"], train_s=train_time(run, meta["step"]))
             rows.append(row)
     rows.insert(0, score("recordings", refs, refs, texts, None, a, judge, asr))
     t0 = time.perf_counter()

@@ -1,4 +1,5 @@
 import pytest
+import yaml
 
 from myxtts import config as C
 
@@ -53,6 +54,21 @@ def test_a_file_naming_a_removed_setting_says_so(tmp_path):
     p.write_text("data:\n  budget_mode: linear\n")
     with pytest.raises(C.ConfigError, match="^data.budget_mode was removed: batch sizes always follow"):
         C.load(p)
+
+
+def test_a_saved_config_of_the_hifigan_vocoder_still_loads_but_naming_its_settings_is_an_error(tmp_path):
+    """A run folder written before the vocoder changed holds vocoder.preset and
+    vocoder.fm_loss_weight: its acoustic run still resumes (they changed nothing it does), while
+    a config file or command line naming them gets what to do instead."""
+    old = C.load("tiny").to_dict()
+    old["vocoder"] |= {"preset": "v1", "fm_loss_weight": 2.0}
+    saved = tmp_path / "config.yaml"
+    saved.write_text(yaml.safe_dump(old))
+    assert C.load(saved, ["train.max_steps=9"], saved=True) == C.load("tiny", ["train.max_steps=9"])
+    with pytest.raises(C.ConfigError, match="^vocoder.(preset|fm_loss_weight) was removed: "):
+        C.load(saved)
+    with pytest.raises(C.ConfigError, match="^vocoder.fm_loss_weight was removed: .*without a discriminator"):
+        C.load(saved, ["vocoder.fm_loss_weight=2"], saved=True)
 
 
 def test_frame_budget_is_auto_by_default_or_a_number(tmp_path):

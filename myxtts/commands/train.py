@@ -78,7 +78,7 @@ def run_config(args, init: finetune.Source | None = None) -> Config:
     those weights instead of the config's, and keeps them when it resumes."""
     saved = Path(args.out) / "config.yaml"
     if saved.is_file() and args.config is None:
-        cfg = load(saved, args.overrides)
+        cfg = load(saved, args.overrides, saved=True)
     else:
         cfg = load_config(args.config, args.overrides)
         pinned = {".".join(parse_override(o)[0]) for o in args.overrides}
@@ -88,7 +88,7 @@ def run_config(args, init: finetune.Source | None = None) -> Config:
     if init is not None:
         trained, where = init.cfg, init.path
     elif args.init_from is not None and saved.is_file():
-        trained, where = load(saved), saved
+        trained, where = load(saved, saved=True), saved
     else:
         return cfg
     cfg, note = finetune.configure(cfg, trained, where, args.overrides, args.stage)

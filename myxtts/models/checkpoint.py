@@ -33,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from myxtts import __version__
-from myxtts.config import Config, ConfigError, from_dict
+from myxtts.config import Config, ConfigError, from_dict, upgrade
 from myxtts.errors import UserError
 
 FORMAT = "myxtts"
@@ -182,7 +182,7 @@ def describe(path) -> tuple[Config, list[str], dict]:
     path = Path(path)
     meta = dict(read_metadata(path))
     try:
-        cfg = from_dict(yaml.safe_load(meta["config"]))
+        cfg = from_dict(upgrade(yaml.safe_load(meta["config"])))
         vocab = json.loads(meta["vocab"])
     except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
         raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None

@@ -38,11 +38,9 @@ from torch import nn
 
 from myxtts.config import AudioConfig, Config, VocoderConfig
 
-# preset → (channels, ConvNeXt intermediate channels, blocks)
-PRESETS = {
-    "small": (256, 768, 6),
-    "base": (512, 1536, 8),  # the paper's mel vocoder
-}
+# One size, the one measured: channels, ConvNeXt intermediate channels, blocks (2.8 M parameters;
+# the paper's mel vocoder is 512, 1536, 8: 13.5 M, never trained here).
+CHANNELS, INTERMEDIATE, BLOCKS = 256, 768, 6
 MAX_LOG_MAG = 4.6  # exp(4.6) ~ 100, the paper's magnitude cap: keeps an early step from exploding
 
 
@@ -88,7 +86,7 @@ class InverseSTFT(nn.Module):
 class VocosGenerator(nn.Module):
     def __init__(self, cfg: VocoderConfig, audio: AudioConfig):
         super().__init__()
-        ch, inter, blocks = PRESETS[cfg.preset]
+        ch, inter, blocks = CHANNELS, INTERMEDIATE, BLOCKS
         self.hop_length = audio.hop_length
         self.embed = nn.Conv1d(audio.n_mels, ch, 7, padding=3)
         self.norm = nn.LayerNorm(ch, eps=1e-6)

@@ -196,9 +196,8 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
             run.plan.save(out)
         if loop.state.step >= cfg.train.max_steps:
             return log.already_done(loop.state.step)
-        log.say(f"vocoder: vocos {cfg.vocoder.preset}, {count_parameters(run.model) / 1e6:.2f} M "
-                f"generator parameters | device "
-                f"{run.plan.device} ({run.plan.device_name}) | precision {run.precision.name}"
+        log.say(f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "
+                f"({run.plan.device_name}) | precision {run.precision.name}"
                 + (f" | init from {finetune.describe_origin(run.plan.init_from)}"
                    if run.plan.init_from else ""))
         seg = cfg.vocoder.segment_frames

@@ -271,7 +271,7 @@ def _train(w: World, tmp: Path) -> None:
 @row("train --stage vocoder")
 def _train_vocoder(w: World, tmp: Path) -> None:
     r = ok(w.vocoder_trained)
-    assert "generator parameters" in r.stderr
+    assert "vocoder: 2.79 M parameters" in r.stderr
     assert list(losses(w.vocoder)) == [1] and math.isfinite(losses(w.vocoder)[1])
     assert json.loads((w.vocoder / "summary.json").read_text())["stage"] == "vocoder"
     assert (w.vocoder / "checkpoints" / "step-00000001" / "model.safetensors").is_file()

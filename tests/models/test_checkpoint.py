@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+import yaml
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
@@ -134,3 +135,18 @@ def test_vocoder_files_of_the_hifigan_format_are_refused_by_version(tmp_path):
         with pytest.raises(UserError, match=f"vocoder checkpoint of format version {old} .* reads vocoder "
                                             "checkpoints of format version 3"):
             load_model(tmp_path / "old.safetensors")
+
+
+def test_an_acoustic_model_from_before_the_vocoder_changed_still_loads(tmp_path):
+    """Its header's config names the HiFi-GAN vocoder's settings (preset, fm_loss_weight): they
+    never shaped an acoustic weight, so the model loads as it did."""
+    cfg = tiny()
+    path = save_model(tmp_path / "m.safetensors", _model(cfg), cfg, SYMBOLS)
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    old = yaml.safe_load(meta["config"])
+    old["vocoder"] |= {"preset": "v1", "fm_loss_weight": 2.0}
+    save_file(load_file(str(path)), str(tmp_path / "old.safetensors"),
+              metadata={**meta, "config": yaml.safe_dump(old), "format_version": "2"})
+    model, loaded, _, meta = load_model(tmp_path / "old.safetensors")
+    assert loaded == cfg and meta["kind"] == "acoustic"

@@ -9,10 +9,9 @@ from myxtts.models.vocoder import InverseSTFT, VocosGenerator, random_segments, 
 from myxtts.models.xtts import count_parameters
 
 
-@pytest.mark.parametrize("preset, params", [("small", (2.5e6, 3.2e6)), ("base", (13e6, 14e6))])
-def test_generator_presets_output_length(preset, params):
-    gen = VocosGenerator(VocoderConfig(preset=preset), AudioConfig())
-    assert params[0] < count_parameters(gen) < params[1]  # base: the paper's 13.5 M
+def test_generator_output_length():
+    gen = VocosGenerator(VocoderConfig(), AudioConfig())
+    assert 2.7e6 < count_parameters(gen) < 2.9e6
     with torch.no_grad():
         wav = gen(torch.randn(2, 7, 80) - 5)
     assert wav.shape == (2, 7 * 256) and torch.isfinite(wav).all()

@@ -27,7 +27,7 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
     run = tmp_path / "voc"
     r = run_vocoder(lj_cache, run)
     assert r.returncode == 0, r.stderr
-    assert "generator parameters" in r.stderr
+    assert "vocoder: 2.79 M parameters" in r.stderr
     recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in recs] == [1, 2, 3]
     for x in recs:
