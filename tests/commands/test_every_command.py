@@ -45,10 +45,11 @@ SAMPLE_RATE = load("tiny").audio.sample_rate
 # ------------------------------------------------------------------ what the docs name
 
 def _code(markdown: str) -> tuple[list[str], list[str]]:
-    """The lines of the fenced code blocks, and the inline code spans outside them (a span may
-    wrap across lines: its whitespace is collapsed)."""
+    """The lines of the fenced code blocks (a line ending in a backslash joined to the next, as
+    the shell joins them), and the inline code spans outside them (a span may wrap across lines:
+    its whitespace is collapsed)."""
     fence = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
-    lines = [line for block in fence.findall(markdown) for line in block.splitlines()]
+    lines = [line for block in fence.findall(markdown) for line in block.replace("\\\n", " ").splitlines()]
     spans = [" ".join(s.split()) for s in re.findall(r"`([^`\n]+(?:\n[^`\n]+)*)`", fence.sub("", markdown))]
     return lines, spans
 
@@ -104,7 +105,7 @@ def table_commands(markdown: str) -> list[str]:
     return names
 
 
-# The train row documents its second stage in words ("`--stage vocoder` for HiFi-GAN"); it
+# The train row documents its second stage in words ("`--stage vocoder` for its vocoder"); it
 # runs right after the first, whose cache it shares.
 STAGES = {"train": ["train --stage vocoder"]}
 DOCUMENTED = [c for name in table_commands(README.read_text(encoding="utf-8")) for c in [name, *STAGES.get(name, [])]]
