@@ -65,6 +65,7 @@ def compile_step(step, mode: str, backend: str | None = None) -> None:
     if mode == "cudagraphs" and device.type != "cuda":
         raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
     _allow_many_shapes()
+    _constant_floats()
     kw = {"backend": backend} if backend else {}
     if mode == "regional":
         compile_blocks(step.core, backend)
@@ -97,6 +98,17 @@ def _allow_many_shapes(n: int = 64) -> None:
 
     # CUDA graphs record one graph per shape; more than 8 shapes is expected, not a warning.
     icfg.triton.cudagraph_dynamic_shape_warn_limit = None
+
+
+def _constant_floats() -> None:
+    # The step's Python floats (module constants such as a -1e4 mask fill, loss weights) never
+    # change. Traced as symbols, which dynamic=True does by default, one of them could not be
+    # turned into a tensor and dynamo restarted its analysis: a second trace of the whole step,
+    # 20 of the 29 s of a warm start on the CPU (tiny). A float that did change per step would
+    # show as a recompile, which the loop counts.
+    import torch._dynamo.config as dcfg
+
+    dcfg.specialize_float = True
 
 
 def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:

@@ -86,13 +86,22 @@ def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads
     assert hits >= 1 and misses == 0
 
 
+def _restarts() -> int:
+    # dynamo times each attempt at tracing a frame; attempt 1 is a restart of attempt 0
+    from torch._dynamo.utils import compilation_time_metrics
+
+    return len(compilation_time_metrics.get("compile_attempt_1", []))
+
+
 def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(lj_cache):
     run = build_run(load("tiny", FAST), lj_cache, compile="default", backend="aot_eager",
                     with_batches=False)
     before = {k: v.clone() for k, v in run.model.state_dict().items()}
     rng = torch.get_rng_state()
     seen = []
+    restarts = _restarts()
     C.compile_shapes(run, lambda k, n, s: seen.append((k, n)))
+    assert _restarts() == restarts  # the step is traced once: a restart traces it all again
     assert seen == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
