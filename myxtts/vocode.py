@@ -95,5 +95,4 @@ def load(audio_cfg: AudioConfig, vocoder=None, checkpoint=None, device: torch.de
         raise UserError(f"the vocoder {meta['path']} was trained on other mel features than the "
                         f"acoustic model ({', '.join(diff)})")
     step = "" if meta["step"] is None else f" step {meta['step']}"
-    return MelToWave(audio_cfg, model, f"{meta['path']} (vocoder{step})",
-                     device)
+    return MelToWave(audio_cfg, model, f"{meta['path']} (vocoder{step})", device)

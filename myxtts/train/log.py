@@ -107,10 +107,11 @@ class TrainLog:
         wer, cer = figures.get("eval_wer"), figures.get("eval_cer")
         if wer is not None:
             took = figures.get("eval_seconds")
+            how = ([f"evaluated in {took:.0f} s"] if took is not None else []) + \
+                  ([f"audio through {vocoder}"] if vocoder else [])
             self.say(f"step {step}: held-out WER {100 * wer:.1f}%, CER {100 * (cer or 0):.1f}%"
                      + (f", DNSMOS {figures['eval_dnsmos_ovrl']:.2f}" if "eval_dnsmos_ovrl" in figures else "")
-                     + (f" (evaluated in {took:.0f} s" if took is not None else " (")
-                     + (f", audio through {vocoder})" if vocoder else ")"))
+                     + (f" ({', '.join(how)})" if how else ""))
 
     def sample(self, step: int, core, cache, cfg: Config) -> dict:
         """Synthesize the fixed sentence into RUN/samples/step-N/ (wav, mel and attention)."""

@@ -39,7 +39,7 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
                                      torch.from_numpy(ref)[None].to(dev),
                                      torch.tensor([ref.shape[0]], device=dev), generator=gen)
     mel = mels[0, : int(lens[0])].float().cpu()  # (T, n_mels)
-    to_wave = vocode.load(cfg.audio, checkpoint=run, device=dev) if run is not None else vocode.MelToWave(cfg.audio)
+    to_wave = vocode.load(cfg.audio, checkpoint=run, device=dev)  # Griffin-Lim without a run
     wav = to_wave(mel)
     (out / "vocoder.txt").write_text(to_wave.name + "\n")
     paths = {"wav": out / "sample.wav"}
