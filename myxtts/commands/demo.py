@@ -17,11 +17,10 @@ import torch
 from myxtts.commands.common import add_command, check_output
 from myxtts.commands.prepare import print_report
 from myxtts.config import load
-from myxtts.data.prepare import prepare
+from myxtts.data.prepare import DEMO_CORPUS, prepare
 from myxtts.errors import UserError
 from myxtts.text import phonemes_missing
 
-DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"
 DEFAULT_MINUTES = 3.0
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
 VOCODER_MAX_STEPS = 1_000_000  # the vocoder demo ends on its time budget, not on a step count

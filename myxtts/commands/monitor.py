@@ -1,18 +1,21 @@
 """``myxtts monitor``: watch the GPUs, then say in numbers whether they were kept busy.
 
 A live line while it runs, and at the end (``--duration`` elapsed or Ctrl-C) the utilisation
-summary with its verdict and the thresholds behind it, a CSV of every sample and a PNG timeline.
+summary with its verdict and the thresholds behind it, a CSV of every sample and an SVG timeline
+(the chart report.html shows).
 """
 from __future__ import annotations
 
 import math
 import sys
 import time
+from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, check_output, err
 from myxtts.errors import UserError
 from myxtts.observe.gpu import GpuSampler, GpuUnavailable, write_csv
-from myxtts.observe.monitor import plot_timeline, summary_text
+from myxtts.observe.monitor import summary_text
+from myxtts.observe.report import timeline_svg
 
 
 def add_parser(sub) -> None:
@@ -25,7 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--duration", type=float, default=None, metavar="S",
                    help="stop after S seconds (default: Ctrl-C)")
     p.add_argument("--out", metavar="FILE.csv", help="write every sample to this CSV file")
-    p.add_argument("--plot", metavar="FILE.png", help="write a timeline plot (needs matplotlib)")
+    p.add_argument("--plot", metavar="FILE.svg", help="write the utilisation timeline as an SVG chart")
     p.set_defaults(func=run)
 
 
@@ -63,7 +66,6 @@ def run(args) -> int:
         write_csv(samples, args.out)
         print(f"samples: {args.out} ({len(samples)} rows)")
     if args.plot:
-        why_not = plot_timeline(samples, args.plot)
-        print(f"plot: {args.plot}" if why_not is None else f"plot skipped: {why_not}",
-              file=sys.stdout if why_not is None else sys.stderr)
+        Path(args.plot).write_text(timeline_svg(samples), encoding="utf-8")
+        print(f"plot: {args.plot}")
     return EXIT_OK

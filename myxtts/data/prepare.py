@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import re
 import shutil
 import signal
@@ -352,6 +353,22 @@ def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
     src = plan["source"]
     return prepare(src["root"], cache, from_dict(plan["config"]), src["format"], src["metadata"],
                    src["wav_dir"], workers=workers, chunk_size=plan["chunk_size"])
+
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"  # the corpus this repository bundles
+
+
+def demo_cache(cfg: Config) -> Path:
+    """The bundled demo corpus, prepared once per audio and text setting under ~/.cache (what
+    the bench commands measure when no cache is given)."""
+    if not (DEMO_CORPUS / "metadata.csv").is_file():
+        raise UserError(f"{DEMO_CORPUS}: demo corpus not found; pass --data CACHE")
+    key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    out = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "myxtts" / "bench" / f"demo-{key}"
+    if not (out / "meta.json").is_file():
+        print(f"preparing the demo corpus into {out} (once)")
+        prepare(DEMO_CORPUS, out, cfg, workers=os.cpu_count() or 1, progress=False)
+    return out
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from myxtts.observe import probes as R
+from myxtts.observe import loaders as R
 from myxtts.observe.diagnose import (
     INPUT_BOUND_HIGH_PCT,
     INPUT_BOUND_MODERATE_PCT,

@@ -1,5 +1,5 @@
 """Model FLOPs of a training step and MFU (docs/design.md, "MFU"), shared by ``myxtts profile`` and
-``myxtts bench``.
+``myxtts bench``, and the step time an H100 would need for them (``bench loader``'s simulated GPU).
 
 FLOPs are counted, not estimated: ``torch.utils.flop_counter.FlopCounterMode`` runs the eager
 model once on a real batch, forward + loss + backward, and sums the FLOPs of every matmul,
@@ -77,3 +77,52 @@ def mfu(flops: float, seconds: float, device_name: str | None) -> dict:
     peak, basis = peak_tflops(device_name)
     pct = 100.0 * achieved / peak if achieved is not None and peak else None
     return {"achieved_tflops": achieved, "peak_tflops": peak, "mfu_pct": pct, "mfu_basis": basis}
+
+
+SIMULATED_MFU = 0.40
+SIMULATED_GPU = "NVIDIA H100 80GB HBM3"  # an H100 SXM, as torch names it
+
+
+def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, dict]:
+    """{(B, Tt, Tm): ms} an H100 would need for one training step of ``cfg.model`` on each batch
+    shape, at an assumed ``SIMULATED_MFU`` of its dense bf16 peak, and how that was derived:
+    ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3, FLOPs counted on meta tensors.
+    ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear layers and
+    attention) for the rest."""
+    import numpy as np
+
+    from myxtts.data.dataset import ref_frames_for
+    from myxtts.data.sampler import round_up
+    from myxtts.models.xtts import XTTS, count_parameters
+
+    n_mels = cache.audio_cfg.n_mels
+    tr = int(round_up(ref_frames_for(cache.audio_cfg, cfg.data.ref_seconds), cfg.data.pad_multiple))
+    with torch.device("meta"):
+        model = XTTS(cfg.model, len(cache.vocab), n_mels).train()
+
+    def flops(B, Tt, Tm) -> float:
+        with torch.device("meta"):
+            batch = {"tokens": torch.zeros(B, Tt, dtype=torch.long), "token_lens": torch.full((B,), Tt),
+                     "mel": torch.zeros(B, Tm, n_mels), "mel_lens": torch.full((B,), Tm),
+                     "ref_mel": torch.zeros(B, tr, n_mels), "ref_lens": torch.full((B,), tr),
+                     "speaker": torch.zeros(B, dtype=torch.long), "index": torch.zeros(B, dtype=torch.long)}
+        return float(count_step_flops(model, batch))
+
+    by_tm = sorted(shapes, key=lambda s: s[2])
+    if quick and len(by_tm) > 3:
+        picks = [by_tm[0], by_tm[len(by_tm) // 2], by_tm[-1]]
+        coef = np.linalg.solve(np.array([[1.0, s[2], s[2] ** 2] for s in picks]), [flops(*s) / s[0] for s in picks])
+        counted = {s: s[0] * float(coef @ [1.0, s[2], s[2] ** 2]) for s in shapes}
+        how = "counted for 3 shapes, FLOPs/row fitted as a + b*Tm + c*Tm^2 for the rest (--quick)"
+    else:
+        counted = {s: flops(*s) for s in shapes}
+        how = "counted for every shape"
+    peak, basis = peak_tflops(SIMULATED_GPU)
+    ms = {s: f / (SIMULATED_MFU * peak * 1e12) * 1e3 for s, f in counted.items()}
+    info = {"source": "derived", "model_params": count_parameters(model),
+            "formula": "step_ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3",
+            "flops": "torch.utils.flop_counter.FlopCounterMode on meta tensors of each (B, Tt, Tm); " + how,
+            "mfu_assumed": SIMULATED_MFU, "peak_tflops": peak, "peak_basis": basis,
+            "per_shape_ms": {str(s): round(v, 3) for s, v in ms.items()},
+            "per_shape_tflop": {str(s): round(f / 1e12, 3) for s, f in counted.items()}}
+    return ms, info

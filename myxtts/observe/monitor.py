@@ -1,11 +1,9 @@
-"""What ``myxtts monitor`` shows of a GPU sampling session: the utilisation summary in words,
-with its verdict and the thresholds behind it, and a PNG timeline."""
+"""A GPU sampling session in words, as ``myxtts monitor`` and report.html show it: the
+utilisation summary with its verdict and the thresholds behind it."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from myxtts.observe.gpu import SLOWDOWN_REASONS, GpuSample
-from myxtts.observe.stats import LOW_UTIL_PCT, series_text, thresholds_text
+from myxtts.observe.gpu import SLOWDOWN_REASONS
+from myxtts.observe.stats import series_text, thresholds_text
 
 
 def summary_text(summary: dict) -> str:
@@ -42,36 +40,3 @@ def gpu_text(g: dict) -> list[str]:
     slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
     extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
     return [*lines, "; ".join(extra)]
-
-
-def plot_timeline(samples: list[GpuSample], path: str | Path) -> str | None:
-    """PNG timeline of utilisation (+ GPM SM activity), memory and power; returns why it was
-    skipped, or None when written. Uses the Agg canvas directly: no display, no global backend."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "matplotlib is not installed (pip install 'myxtts[report]')"
-    if not samples:
-        return "no samples were taken"
-    fig = Figure(figsize=(10, 7), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_u, ax_m, ax_p = fig.subplots(3, 1, sharex=True, height_ratios=[2, 1, 1])
-    for gpu in sorted({s.gpu for s in samples}):
-        mine = [s for s in samples if s.gpu == gpu]
-        t = [s.t for s in mine]
-        line, = ax_u.plot(t, [s.util for s in mine], lw=1.2, label=f"gpu{gpu} utilization.gpu")
-        if any(s.sm_active is not None for s in mine):
-            ax_u.plot(t, [s.sm_active for s in mine], lw=1, ls="--", color=line.get_color(),
-                      label=f"gpu{gpu} SM active (GPM)")
-        ax_m.plot(t, [None if s.mem_used_mib is None else s.mem_used_mib / 1024 for s in mine], color=line.get_color())
-        ax_p.plot(t, [s.power_w for s in mine], color=line.get_color())
-    ax_u.axhline(LOW_UTIL_PCT, color="0.6", lw=0.8, ls=":")
-    ax_u.set(ylim=(0, 105), ylabel="%", title="GPU utilisation")
-    ax_u.legend(loc="lower right", fontsize=8)
-    ax_m.set(ylabel="memory GiB")
-    ax_p.set(ylabel="power W", xlabel="seconds")
-    for ax in (ax_u, ax_m, ax_p):
-        ax.grid(alpha=0.3)
-    fig.savefig(path)
-    return None

@@ -95,14 +95,9 @@ def _compiling(m: Measured) -> str:
             "below.</p>")
 
 
-def _gpu_timeline(p: _Page) -> str:
-    m, samples = p.m, p.page.get("gpu_samples") or []
-    if not samples:
-        body = _compiling(m) + p.nm("gpu-timeline", "no GPU samples were recorded")
-        u = m.util()  # statistics without their samples are still honest
-        if u:
-            body += f"<p>Utilisation, samples not kept: {series_text(u)}: <b>{escape(u['verdict'])}</b>.</p>"
-        return body
+def timeline_svg(samples: list) -> str:
+    """Each GPU's utilisation (and GPM SM activity) over the seconds sampled, as an SVG chart:
+    report.html's GPU section and ``myxtts monitor --plot``."""
     series = []
     for gpu in sorted({s.gpu for s in samples}):
         mine = [s for s in samples if s.gpu == gpu]
@@ -113,7 +108,18 @@ def _gpu_timeline(p: _Page) -> str:
         sm = [s.sm_active for s in mine]
         if any(v is not None for v in sm):
             series.append({"label": f"gpu{gpu} SM active (GPM)", "x": t, "y": sm, "color": color, "dash": True})
-    body = svg.line_chart(series, hlines=[(LOW_UTIL_PCT, f"{LOW_UTIL_PCT:g} %")]) + _compiling(m)
+    return svg.line_chart(series, hlines=[(LOW_UTIL_PCT, f"{LOW_UTIL_PCT:g} %")])
+
+
+def _gpu_timeline(p: _Page) -> str:
+    m, samples = p.m, p.page.get("gpu_samples") or []
+    if not samples:
+        body = _compiling(m) + p.nm("gpu-timeline", "no GPU samples were recorded")
+        u = m.util()  # statistics without their samples are still honest
+        if u:
+            body += f"<p>Utilisation, samples not kept: {series_text(u)}: <b>{escape(u['verdict'])}</b>.</p>"
+        return body
+    body = timeline_svg(samples) + _compiling(m)
     gpus = (m.gpu or {}).get("gpus", [])
     if gpus:
         body += "<ul>" + "".join("<li>" + "<br>".join(map(escape, gpu_text(g))) + "</li>" for g in gpus) + "</ul>"

@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from myxtts.config import from_dict
-from myxtts.observe import probes as R
+from myxtts.observe import loaders as R
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
 from myxtts.observe.measure import measure
 from myxtts.train.build import build_run, gpu_probe, size_batches

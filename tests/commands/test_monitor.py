@@ -1,4 +1,4 @@
-"""`myxtts monitor` on a fake NVML: summary, verdict, CSV and plot. The real command line on
+"""`myxtts monitor` on a fake NVML: summary, verdict, CSV and timeline. The real command line on
 this machine (exit 2 and one sentence without a GPU) runs in test_every_command.py."""
 import argparse
 
@@ -6,7 +6,6 @@ import pytest
 
 from myxtts.commands import monitor
 from myxtts.observe.gpu import GpuSampler, read_csv
-from myxtts.observe.monitor import plot_timeline
 from tests.observe.fake_nvml import FakeNvml
 
 
@@ -21,28 +20,15 @@ def test_fake_gpu_run_prints_verdict_and_writes_csv_and_plot(tmp_path, monkeypat
     nv = FakeNvml(utils=(95.0,))
     monkeypatch.setattr(monitor, "GpuSampler", lambda interval: GpuSampler(interval, nvml=nv))
     args = _parse(["--interval", "0.1", "--duration", "0.35", "--out", str(tmp_path / "g.csv"),
-                   "--plot", str(tmp_path / "g.png")])
+                   "--plot", str(tmp_path / "g.svg")])
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "-> STEADY" in out and "verdict thresholds: idle: mean < 5 %" in out
     assert "SM active (GPM) mean 70.0 %" in out and "clock slowdowns: sw_power_cap 100 %" in out
     assert len(read_csv(tmp_path / "g.csv")) >= 2
-    assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_missing_matplotlib_skips_the_plot_with_a_reason(monkeypatch, tmp_path):
-    import builtins
-    real = builtins.__import__
-
-    def no_mpl(name, *a, **k):
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real(name, *a, **k)
-
-    monkeypatch.setattr(builtins, "__import__", no_mpl)
-    from myxtts.observe.gpu import GpuSample
-    why = plot_timeline([GpuSample(t=0.0, gpu=0, util=50.0)], tmp_path / "x.png")
-    assert "matplotlib is not installed" in why and not (tmp_path / "x.png").exists()
+    chart = (tmp_path / "g.svg").read_text()
+    assert chart.startswith("<svg") and "gpu0 utilization.gpu" in chart and "gpu0 SM active (GPM)" in chart
+    assert chart.count("<polyline") == 2  # utilisation and SM activity, one line each
 
 
 def test_bad_arguments_are_user_errors():

@@ -7,7 +7,7 @@ import torch
 from myxtts.cli import main
 from myxtts.config import load
 from myxtts.observe import doctor as D
-from myxtts.observe import probes
+from myxtts.observe import loaders
 from myxtts.observe.diagnose import budget_to_fill
 from myxtts.observe.measured import Measured, Settings
 
@@ -44,7 +44,7 @@ def test_doctor_names_the_workers_a_slow_loader_needs(observe_cache, capsys, mon
     monkeypatch.setattr(D, "usable_cpus", lambda: 16)
     monkeypatch.setattr(D, "measure", lambda *a, **k: {"step_ms": 10.0, "steps": 3, "loss": 3.0,
                                                        "throughput": {"frames_per_s": 1e4}})
-    monkeypatch.setattr(probes, "loader_speed", lambda cache, cfg, w, **k: {
+    monkeypatch.setattr(loaders, "loader_speed", lambda cache, cfg, w, **k: {
         "workers": w, "ms_per_batch": 40.0 / max(w, 1), "batches_per_s": 25.0 * max(w, 1)})
     assert main(["doctor", "--config", "tiny", "--data", str(observe_cache), "--json", *FAST]) == 0
     r = json.loads(capsys.readouterr().out)

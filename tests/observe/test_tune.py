@@ -4,7 +4,7 @@ import yaml
 
 from myxtts.cli import main
 from myxtts.config import load
-from myxtts.observe import probes, tune
+from myxtts.observe import loaders, tune
 
 from ..train.conftest import FAST
 from .test_profile import observe_cache  # noqa: F401 (fixture)
@@ -32,9 +32,9 @@ def test_worker_search_picks_the_fewest_that_keep_input_bound_below_1pct(monkeyp
         calls.append(w)
         return {"workers": w, "ms_per_batch": 40.0 / max(w, 1)}
 
-    monkeypatch.setattr(probes, "loader_speed", speed)
+    monkeypatch.setattr(loaders, "loader_speed", speed)
     w, trials, why = tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)
     assert w == 5  # 40/5 x 1.25 = 10 ms per batch <= the 10 ms step; 4 workers: 12.5 ms
     assert 4 in calls and "fewest" in why
-    monkeypatch.setattr(probes, "loader_speed", lambda c, f, w, **k: {"workers": w, "ms_per_batch": 0.01})
+    monkeypatch.setattr(loaders, "loader_speed", lambda c, f, w, **k: {"workers": w, "ms_per_batch": 0.01})
     assert tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)[0] == 0

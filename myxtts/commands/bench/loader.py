@@ -1,48 +1,39 @@
 """`myxtts bench loader`: a naive loader against ours, on the same data and
-the same number of workers, in one run.
+the same number of workers, in one run (``observe.loaders`` measures them).
 
-  naive      a torch Dataset whose __getitem__ decodes the audio file, resamples, trims and
-             computes the mel on the CPU (plus tokens), random batches padded by collate_fn:
-             what many TTS trainers do every epoch (the "before").
+  naive      decodes, resamples, trims and computes the mel of every item on the CPU, every
+             epoch, random batches padded by collate_fn: what many TTS trainers do (the "before").
   cached     make_loader: workers slice the prepared cache into fixed bucket shapes.
   simulated  the cached loader feeding a consumer that holds every batch for the time an H100
              needs for that batch's training step; input-bound % = time blocked waiting for
              the next batch / wall time (docs/design.md, "How we measure").
 
-The simulated step: FLOPs of one forward + loss + backward of the model (``--config``, base by
-default), counted with FlopCounterMode on meta tensors of each bucket shape, at an assumed 40 %
-MFU of the H100 SXM dense bf16 peak (989 TFLOP/s): ms = FLOPs / (0.40 * 989e12) * 1e3.
-``--step-ms`` overrides it. The consumer stands in for the GPU: it sleeps, so the measurement
-covers the host side of the GPU path (workers, shared memory, pinning when a GPU is present)
-but not the host-to-device copy, which the DevicePrefetcher overlaps with the step.
+The simulated step comes from the FLOPs of the model (``--config``, base by default) at an
+assumed 40 % MFU of the H100 SXM's dense bf16 peak (``observe.flops.simulated_step_ms``);
+``--step-ms`` overrides it. The consumer sleeps in the GPU's place, so the measurement covers
+the host side of the GPU path (workers, shared memory, pinning when a GPU is present) but not
+the host-to-device copy, which the DevicePrefetcher overlaps with the step.
 """
 from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset
 
-from myxtts import audio
-from myxtts.commands.bench import demo_cache
 from myxtts.commands.common import check_output
-from myxtts.config import Config, load
+from myxtts.config import load
 from myxtts.data.cache import Cache
-from myxtts.data.dataset import MEL_PAD, ref_frames_for
-from myxtts.data.loader import make_loader, make_sampler
-from myxtts.data.sampler import BucketSampler, round_up
+from myxtts.data.loader import make_sampler
+from myxtts.data.prepare import demo_cache
 from myxtts.errors import UserError
+from myxtts.observe import loaders as L
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
-from myxtts.observe.flops import count_step_flops, peak_tflops
+from myxtts.observe.flops import simulated_step_ms
 from myxtts.train.precision import device_name
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
-MFU = 0.40
-PEAK_TFLOPS, PEAK_BASIS = peak_tflops("NVIDIA H100 80GB HBM3")  # the simulated GPU, an H100 SXM
 
 
 def add_arguments(p) -> None:
@@ -53,135 +44,6 @@ def add_arguments(p) -> None:
     p.add_argument("--step-ms", type=float, help="simulated step time instead of the derived one")
     p.add_argument("--config", default="base", help="preset or YAML whose model sets the step time")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. data.pad_multiple=16")
-
-
-# ------------------------------------------------------------------------------------ naive
-
-class NaiveDataset(Dataset):
-    """Per utterance, every epoch: decode → resample → trim → mel on the CPU."""
-
-    def __init__(self, cache: Cache, indices):
-        self.cache, self.indices = cache, np.asarray(indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, k: int):
-        c, i = self.cache, int(self.indices[k])
-        wav = audio.preprocess(audio.load_audio(c.source_root / c.audio_paths[i],
-                                                c.audio_cfg.sample_rate), c.audio_cfg)
-        mel = audio.mel_spectrogram(wav, c.audio_cfg)  # (T, n_mels)
-        return torch.from_numpy(c.tokens(i).astype(np.int64)), torch.from_numpy(mel)
-
-
-def naive_collate(items) -> dict:
-    B = len(items)
-    Tt, Tm = max(t.shape[0] for t, _ in items), max(m.shape[0] for _, m in items)
-    tokens = torch.zeros(B, Tt, dtype=torch.long)
-    mel = torch.full((B, Tm, items[0][1].shape[1]), MEL_PAD)  # (B, Tm, n_mels)
-    for b, (t, m) in enumerate(items):
-        tokens[b, :t.shape[0]], mel[b, :m.shape[0]] = t, m
-    return {"tokens": tokens, "mel": mel, "mel_lens": torch.tensor([m.shape[0] for _, m in items])}
-
-
-def epochs(loader):
-    while True:
-        yield from loader
-
-
-def measure(it, n: int, warm_up: int) -> dict:
-    """Throughput of ``n`` batches after ``warm_up`` batches: worker start-up and whatever the
-    loader had queued ahead while starting are not counted, only its steady rate."""
-    for _ in range(max(1, warm_up)):
-        next(it)
-    frames, t0 = 0, time.perf_counter()
-    for _ in range(n):
-        frames += int(next(it)["mel_lens"].sum())
-    wall = time.perf_counter() - t0
-    return {"frames_per_s": frames / wall, "batches": n, "seconds": wall, "frames": frames}
-
-
-# ------------------------------------------------------------------------------ step model
-
-def step_times(cfg: Config, cache: Cache, shapes, quick: bool) -> tuple[dict, dict]:
-    """{(B, Tt, Tm): simulated step ms} and how it was derived."""
-    from myxtts.models.xtts import XTTS, count_parameters
-
-    n_mels = cache.audio_cfg.n_mels
-    tr = int(round_up(ref_frames_for(cache.audio_cfg, cfg.data.ref_seconds), cfg.data.pad_multiple))
-    with torch.device("meta"):
-        model = XTTS(cfg.model, len(cache.vocab), n_mels).train()
-
-    def flops(B, Tt, Tm) -> float:
-        with torch.device("meta"):
-            batch = {"tokens": torch.zeros(B, Tt, dtype=torch.long), "token_lens": torch.full((B,), Tt),
-                     "mel": torch.zeros(B, Tm, n_mels), "mel_lens": torch.full((B,), Tm),
-                     "ref_mel": torch.zeros(B, tr, n_mels), "ref_lens": torch.full((B,), tr),
-                     "speaker": torch.zeros(B, dtype=torch.long), "index": torch.zeros(B, dtype=torch.long)}
-        return float(count_step_flops(model, batch))
-
-    by_tm = sorted(shapes, key=lambda s: s[2])
-    if quick and len(by_tm) > 3:
-        # Count three shapes, fit FLOPs/row = a + b*Tm + c*Tm^2 (linear layers + attention).
-        picks = [by_tm[0], by_tm[len(by_tm) // 2], by_tm[-1]]
-        per_row = [flops(*s) / s[0] for s in picks]
-        coef = np.linalg.solve(np.array([[1.0, s[2], s[2] ** 2] for s in picks]), per_row)
-        counted = {s: s[0] * float(coef @ [1.0, s[2], s[2] ** 2]) for s in shapes}
-        how = "counted for 3 shapes, FLOPs/row fitted as a + b*Tm + c*Tm^2 for the rest (--quick)"
-    else:
-        counted = {s: flops(*s) for s in shapes}
-        how = "counted for every shape"
-    ms = {s: f / (MFU * PEAK_TFLOPS * 1e12) * 1e3 for s, f in counted.items()}
-    info = {"source": "derived", "model_params": count_parameters(model),
-            "formula": "step_ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3",
-            "flops": "torch.utils.flop_counter.FlopCounterMode on meta tensors of each (B, Tt, Tm); "
-                     + how, "mfu_assumed": MFU, "peak_tflops": PEAK_TFLOPS,
-            "peak_basis": PEAK_BASIS, "per_shape_ms": {str(s): round(v, 3) for s, v in ms.items()},
-            "per_shape_tflop": {str(s): round(f / 1e12, 3) for s, f in counted.items()}}
-    return ms, info
-
-
-def simulate(loader, step_ms: dict, n: int) -> dict:
-    """A consumer that holds each batch for its step time; returns input-bound %.
-
-    The first batches run the same way but are not counted: worker start-up, and the loader
-    filling its queues to the steady state a training run lives in. ``loader`` must be infinite."""
-    it = loader.iter_compact()  # what the DevicePrefetcher takes on a GPU
-    warm = max(20, n // 10)
-    waits, t0, b = [], 0.0, None
-    for k in range(warm + n):
-        if k == warm:
-            t0 = time.perf_counter()
-        b = None  # the previous batch is freed by the "step", not counted as waiting
-        w0 = time.perf_counter()
-        b = next(it)
-        waits.append(time.perf_counter() - w0)
-        B, Tt = b["tokens"].shape
-        Tm = b["mel"].shape[1] if "mel" in b else b["audio"].shape[1] // loader.dataset.hop
-        time.sleep(step_ms[(B, Tt, Tm)] / 1e3)  # the "GPU" is busy
-    wall = time.perf_counter() - t0
-    it.close()
-    w = np.array(waits[warm:]) * 1e3
-    return {"input_bound_pct": float(100.0 * w.sum() / 1e3 / wall), "wait_s": float(w.sum() / 1e3),
-            "wall_s": wall, "batches": n, "warm_up_batches": warm,
-            "wait_ms": {"p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
-                        "max": float(w.max()), "batches_waiting_over_1ms": int((w > 1).sum())}}
-
-
-# ------------------------------------------------------------------------------------ run
-
-
-def padding_by_multiple(cache: Cache, cfg: Config) -> dict:
-    out = {}
-    for pm in sorted({1, 16, 32, 64, cfg.data.pad_multiple}):
-        if pm % cfg.model.reduction == 0:
-            s = BucketSampler.from_config(cache.n_frames, cache.n_tokens, cfg.data,
-                                          cache.indices("train"), pad_multiple=pm,
-                                          plan_indices=np.arange(len(cache)), seed=cfg.train.seed)
-            rep = s.padding_report()
-            out[pm] = {"mel_padding_pct": round(rep["mel_padding_pct"], 2),
-                       "filler_pct": round(rep["filler_pct"], 2)}
-    return out
 
 
 def run(args) -> int:
@@ -206,26 +68,21 @@ def run(args) -> int:
         step_ms = {s: args.step_ms for s in shapes}
         step_info = {"source": "--step-ms", "formula": f"fixed {args.step_ms} ms per batch"}
     else:
-        step_ms, step_info = step_times(cfg, cache, shapes, args.quick)
+        step_ms, step_info = simulated_step_ms(cfg, cache, shapes, args.quick)
     weights = {s: sum(p.mel_len == s[2] and len(p.indices) == s[0] for p in sampler.plan()) for s in shapes}
     mean_ms = sum(step_ms[s] * w for s, w in weights.items()) / max(1, sum(weights.values()))
 
     # (a) naive: same workers, random batches of the cached plan's mean size
-    naive_dl = DataLoader(NaiveDataset(cache, train), batch_size=max(1, round(mean_rows)),
-                          shuffle=True, num_workers=workers, collate_fn=naive_collate,
-                          persistent_workers=workers > 0,
-                          prefetch_factor=cfg.data.prefetch_factor if workers else None)
-    naive = measure(epochs(naive_dl), n_naive, warm_up=workers)
-    naive["batch_size"] = naive_dl.batch_size
-    del naive_dl
+    batch_size = max(1, round(mean_rows))
+    naive = L.throughput(L.naive_loader(cache, cfg, workers, batch_size), n_naive, warm_up=workers)
+    naive["batch_size"] = batch_size
     # (b) cached, as the GPU path consumes it (compact) and as the float32 contract
-    loader = make_loader(cache, cfg, "train", num_workers=workers)
-    loader.sampler.infinite = True
+    loader = L.cached_loader(cache, cfg, workers)
     ahead = cfg.data.prefetch_factor * max(1, workers) + 2  # DataLoader queue + host thread
-    cached = measure(loader.iter_compact(), n_cached, warm_up=ahead)
-    cached["frames_per_s_float32"] = measure(iter(loader), n_cached // 2, warm_up=ahead)["frames_per_s"]
+    cached = L.throughput(loader.iter_compact(), n_cached, warm_up=ahead)
+    cached["frames_per_s_float32"] = L.throughput(iter(loader), n_cached // 2, warm_up=ahead)["frames_per_s"]
     # (c) the same loader feeding the simulated H100
-    sim = simulate(loader, step_ms, n_sim)
+    sim = L.simulate(loader, step_ms, n_sim)
 
     result = {
         "device": device_name(), "workers": workers, "config": args.config,
@@ -242,7 +99,7 @@ def run(args) -> int:
             "filler_pct": rep["filler_pct"], "shapes": [list(s) for s in shapes],
             "batches_per_epoch": len(sampler), "frame_budget": cfg.data.frame_budget,
             "pad_multiple": cfg.data.pad_multiple, "max_buckets": cfg.data.max_buckets,
-            "padding_by_pad_multiple": padding_by_multiple(cache, cfg)},
+            "padding_by_pad_multiple": L.padding_by_multiple(cache, cfg)},
         "simulated_step": dict(step_info, mean_ms=mean_ms),
         "quick": bool(args.quick),
         "load_avg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),

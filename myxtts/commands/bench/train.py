@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from myxtts.commands.bench import demo_cache
 from myxtts.commands.common import check_output
 from myxtts.config import load
 from myxtts.data.cache import write_json as atomic_write_json
+from myxtts.data.prepare import demo_cache
 from myxtts.errors import UserError
 from myxtts.observe import modes as M
 from myxtts.observe.format import fmt
