@@ -14,8 +14,8 @@ from pathlib import Path
 from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, check_output, err
 from myxtts.errors import UserError
 from myxtts.observe.gpu import GpuSampler, GpuUnavailable, write_csv
-from myxtts.observe.monitor import summary_text
-from myxtts.observe.report import timeline_svg
+from myxtts.observe.report import gpu_text, timeline_svg
+from myxtts.observe.stats import thresholds_text
 
 
 def add_parser(sub) -> None:
@@ -69,3 +69,13 @@ def run(args) -> int:
         Path(args.plot).write_text(timeline_svg(samples), encoding="utf-8")
         print(f"plot: {args.plot}")
     return EXIT_OK
+
+
+def summary_text(summary: dict) -> str:
+    """Multi-line summary of ``GpuSampler.summary()``: stats, verdict and the thresholds used."""
+    lines = [f"GPU summary over {summary['duration_s']:.1f} s, one sample every {summary['interval_s']:g} s:"]
+    for g in summary["gpus"]:
+        head, *rest = gpu_text(g)
+        lines += [f"  {head}", *(f"      {line}" for line in rest)]
+    lines.append(f"verdict thresholds: {thresholds_text()}")
+    return "\n".join(lines)

@@ -43,9 +43,7 @@ def text(r: dict) -> str:
     lines = [f"where a step's time goes (mean of {r['steps']} steps after warm-up; timing: {r['timing']}):",
              f"  {'phase':<30}{'ms/step':>10}{'%':>8}"]
     for k, v in r["breakdown"].items():
-        label = k + (" (exposed)" if k == "host-to-device" and not cpu else "")
-        if k == "host-to-device" and cpu:
-            label += " (none on CPU)"
+        label = k + ((" (none on CPU)" if cpu else " (exposed)") if k == "host-to-device" else "")
         lines.append(f"  {label:<30}{fmt(v['ms'], '{:.2f}'):>10}{fmt(v['pct']):>8}")
     lines.append(f"  {'step (wall)':<30}{fmt(r['step_ms'], '{:.2f}'):>10}{'100.0':>8}")
     what = "kernels by GPU time" if r["top_kind"] == "kernels" else "CPU ops by self time (CPU run)"

@@ -185,10 +185,11 @@ def _r_idle_gpus(m, bound, why):
                   100.0 * len(idle) / n)
 
 
-def _workers_needed(w: int, wait_pct: float, cpus: int) -> tuple[int, int]:
-    """Workers to remove the wait, assuming loader throughput grows linearly with workers:
-    a step then takes compute / (1 - wait share), so W / (1 - f) workers keep up (+25 %)."""
-    need = 4 if w == 0 else math.ceil(w / max(1e-3, 1 - wait_pct / 100) * WORKER_MARGIN)
+def workers_needed(ms_per_batch: float, step_ms: float, cpus: int) -> tuple[int, int]:
+    """Loader workers that keep up with the step, if the loader's throughput grows linearly with
+    them: one process's time per batch over the step time, with WORKER_MARGIN head-room; and
+    that number capped at the CPUs but one."""
+    need = max(1, math.ceil(ms_per_batch / max(step_ms, 1e-6) * WORKER_MARGIN))
     return need, max(1, min(need, cpus - 1))
 
 
@@ -214,7 +215,8 @@ def _r_input(m, bound, why):
                       "input-onthefly", ib)
         return
     if w is not None and cpus:
-        need, n = _workers_needed(w, wait, cpus)
+        # w workers that leave the loop waiting a share f of the time build a batch in w / (1 - f) steps
+        need, n = workers_needed(w / max(1e-3, 1 - wait / 100), 1.0, cpus) if w else (4, max(1, min(4, cpus - 1)))
         ev += f"; {w} loader workers on {cpus} CPUs"
         if n > w:
             cap = (f" (about {need} would be needed; with {cpus} CPUs the loader stays CPU-limited: "
@@ -412,6 +414,9 @@ RULES = [_r_device, _r_compiling, _r_idle_gpus, _r_input, _r_recompiles, _r_sync
 def diagnose(m: Measured) -> Diagnosis:
     """Classify the run and return its findings, most severe and most costly first."""
     bound, why = classify(m)
-    found = [f for rule in RULES for f in rule(m, bound, why)]
-    found.sort(key=lambda f: (SEVERITIES.index(f.severity), -f.impact))
-    return Diagnosis(bound, why, found)
+    return Diagnosis(bound, why, ranked([f for rule in RULES for f in rule(m, bound, why)]))
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, and within a severity the most step time at stake first."""
+    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), -f.impact))

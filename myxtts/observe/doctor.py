@@ -35,10 +35,10 @@ from myxtts.observe.diagnose import (
     INPUT_BOUND_MODERATE_PCT,
     INPUT_BOUND_TARGET_PCT,
     PADDING_LOW_PCT,
-    SEVERITIES,
-    WORKER_MARGIN,
     Finding,
     diagnose,
+    ranked,
+    workers_needed,
 )
 from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.measured import Measured, Settings
@@ -310,8 +310,7 @@ def loader_test(doc: Doc, cfg, cache, step_ms: float, dev) -> None:
                 f"data.num_workers={w}")
     if ib < INPUT_BOUND_TARGET_PCT:
         return
-    need = R.workers_estimate(base["ms_per_batch"], step_ms, WORKER_MARGIN)
-    n = min(need, max(1, cpus - 1))
+    need, n = workers_needed(base["ms_per_batch"], step_ms, cpus)
     sev = "high" if ib >= INPUT_BOUND_HIGH_PCT else "medium" if ib >= INPUT_BOUND_MODERATE_PCT else "low"
     ev = (f"the loader needs {base['ms_per_batch']:.1f} ms per batch in one process; with {w} workers the "
           f"loop would wait {ib:.1f} % of the time (target < {INPUT_BOUND_TARGET_PCT:g} %)")
@@ -350,8 +349,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
     # "unmeasured" asks for NVML samples, which are monitor's job; "cpu" is said more precisely
     # by an environment finding when there is one.
     skip = {"unmeasured"} | ({"cpu"} if {f.rule for f in doc.findings} & {"env-cpu-torch", "env-no-gpu"} else set())
-    found = doc.findings + [f for f in diag.findings if f.rule not in skip]
-    found.sort(key=lambda f: (SEVERITIES.index(f.severity), -f.impact))
+    found = ranked(doc.findings + [f for f in diag.findings if f.rule not in skip])
     cpu_line = (f"no GPU: running on the CPU (torch {torch.__version__}); GPU checks are skipped, the rest applies"
                 if dev.type == "cpu" else None)
     return {"device": str(dev), "cpu_note": cpu_line, "checks": doc.checks, "measurements": doc.m,

@@ -42,8 +42,8 @@ def peak_tflops(device_name: str | None) -> tuple[float | None, str]:
     return None, f"unknown peak for {device_name or 'this device'}"
 
 
-def count_step_flops(core: torch.nn.Module, batch: dict, precision=None, backward: bool = True) -> int:
-    """FLOPs of one eager forward + loss (+ backward) of ``core`` on ``batch``.
+def count_step_flops(core: torch.nn.Module, batch: dict, precision=None) -> int:
+    """FLOPs of one eager forward + loss + backward of ``core`` on ``batch``.
 
     ``core`` is the bare model (not DDP/compiled), with ``forward(batch)`` and
     ``losses(batch, out)``; ``precision`` (train.precision.Precision) sets the autocast the
@@ -61,9 +61,7 @@ def count_step_flops(core: torch.nn.Module, batch: dict, precision=None, backwar
     with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter, stance:
         with autocast:
             out = core(batch)
-        loss = core.losses(batch, {k: v.float() for k, v in out.items()})["loss"]
-        if backward:
-            loss.backward()
+        core.losses(batch, {k: v.float() for k, v in out.items()})["loss"].backward()
     core.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 

@@ -77,12 +77,6 @@ def predicted_input_bound(ms_per_batch: float, step_ms: float, workers: int) -> 
     return 100.0 * wait / (wait + step_ms) if wait + step_ms > 0 else 0.0
 
 
-def workers_estimate(ms_per_batch_0: float, step_ms: float, margin: float) -> int:
-    """Workers needed if throughput grows linearly with them, from the in-process time per
-    batch; ``margin`` is head-room (>1)."""
-    return max(1, math.ceil(ms_per_batch_0 * margin / max(step_ms, 1e-6)))
-
-
 def batch_bytes(cfg: Config, cache, sampler) -> int:
     """Host bytes of the largest batch (float32 mel + reference, int64 tokens), for
     shared-memory and pinned-memory sizing."""

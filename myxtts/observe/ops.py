@@ -15,7 +15,7 @@ dispatches no op, so copies are caught one level up, as the Python calls that as
 step's (on a GPU the kernel is a Triton one), and neither mode sees them.
 
     ops = count_step_ops(run.step_fn, batch)   # after one warm-up step
-    ops.total, ops.syncs, ops.top(10)
+    ops.total, ops.syncs
 """
 from __future__ import annotations
 
@@ -89,9 +89,6 @@ class StepOps:
     def syncs(self) -> dict:
         """Host-sync ops and copies to the host, and how often each ran."""
         return {**{k: v for k, v in self.counts.items() if k in SYNC_OPS}, **self.host_copies}
-
-    def top(self, n: int = 10) -> list[tuple[str, int]]:
-        return collections.Counter(self.counts).most_common(n)
 
 
 def count_step_ops(step_fn, batch: dict, micro_batches: int = 1) -> StepOps:

@@ -34,7 +34,6 @@ from myxtts.train.build import build_run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.loop import Loop
 from myxtts.train.precision import device_name, sync, usable_cpus
-from myxtts.train.timers import StepTimer
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
 TOP = 12
@@ -188,7 +187,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     graphs0 = compiled_graphs()
 
     # 2. profiled pass.
-    loop, ranges = Loop(run, StepTimer(dev)), _Ranges()
+    loop, ranges = Loop(run), _Ranges()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     step_fn.hooks.append(ranges)
     with torch.profiler.profile(activities=acts) as prof:
@@ -218,7 +217,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         m.update(mfu_pct=None, mfu_basis="no GPU: MFU is against a GPU's peak")
 
     wall = step_ms or 0.0
-    h2d_ms = dstats.get("h2d_exposed_ms", 0.0)
+    h2d_ms = dstats.pop("h2d_exposed_ms", 0.0)
     phases = summ["phase_ms"]
     rows = {"waiting for data": wall * (summ["data_wait_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
             **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
@@ -240,7 +239,6 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
         record["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
         record.update(dstats)
-        record.pop("h2d_exposed_ms", None)
     measured = measured_from_profile(record, gpu, {} if gpu else {"gpu": f"NVML not sampled: {nvml['why']}"})
     diag = diagnose(measured)
     not_measured = {} if cuda else {"mfu": m["mfu_basis"]}

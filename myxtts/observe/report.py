@@ -16,6 +16,8 @@ page only:
     not_measured   {section id: reason} for sections the caller knows it could not measure
 
 Section ids: findings, gpu-timeline, step-time, input-bound, mfu, padding, recompiles, throughput.
+The GPU section's chart (``timeline_svg``) and its text (``gpu_text``) are also what ``myxtts
+monitor`` draws and prints.
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ from myxtts.observe.diagnose import (
     diagnose,
 )
 from myxtts.observe.format import fmt
+from myxtts.observe.gpu import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
-from myxtts.observe.monitor import gpu_text
 from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 
 MAX_POINTS = 1500  # per GPU series; longer runs are strided so the page stays small
@@ -109,6 +111,32 @@ def timeline_svg(samples: list) -> str:
         if any(v is not None for v in sm):
             series.append({"label": f"gpu{gpu} SM active (GPM)", "x": t, "y": sm, "color": color, "dash": True})
     return svg.line_chart(series, hlines=[(LOW_UTIL_PCT, f"{LOW_UTIL_PCT:g} %")])
+
+
+def gpu_text(g: dict) -> list[str]:
+    """One GPU of a sampler summary in words: utilisation and verdict, GPM, memory, power, clocks."""
+    u, sm = g["util"], g["sm_active"]
+    head = f"gpu{g['index']} {g['name']}"
+    if not u:
+        return [f"{head}: utilisation not measured (NVML gave no utilisation samples)"]
+    lines = [f"{head}: utilisation {series_text(u)} -> {u['verdict'].upper()}"]
+    if sm:
+        occ, tensor = g["sm_occupancy_mean"], g["tensor_active_mean"]
+        lines.append(f"SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
+                     + (f", occupancy {occ:.1f} %" if occ is not None else "")
+                     + (f", tensor cores {tensor:.1f} %" if tensor is not None else ""))
+    else:
+        lines.append(f"SM active (GPM): not measured ({g['gpm_reason']})")
+    extra = []
+    if g["mem_used_max_mib"] is not None:
+        extra.append(f"memory peak {g['mem_used_max_mib'] / 1024:.1f} / {g['mem_total_mib'] / 1024:.1f} GiB")
+    if g["power_mean_w"] is not None:
+        extra.append(f"power mean {g['power_mean_w']:.0f} W")
+    if g["sm_clock_mean_mhz"] is not None:
+        extra.append(f"SM clock mean {g['sm_clock_mean_mhz']:.0f} MHz")
+    slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
+    extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
+    return [*lines, "; ".join(extra)]
 
 
 def _gpu_timeline(p: _Page) -> str:

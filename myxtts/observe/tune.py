@@ -22,7 +22,7 @@ import yaml
 
 from myxtts.config import from_dict
 from myxtts.observe import loaders as R
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN
+from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN, workers_needed
 from myxtts.observe.measure import measure
 from myxtts.train.build import build_run, gpu_probe, size_batches
 from myxtts.train.distributed import DistInfo
@@ -37,7 +37,7 @@ def _with_data(cfg, **data):
 
 
 # ---------------------------------------------------------------------------------- workers
-def search_workers(cache, cfg, step_ms: float, say=print) -> tuple[int, list[dict], str]:
+def search_workers(cache, cfg, step_ms: float, say=print) -> tuple[int, str]:
     """Fewest workers whose predicted input-bound % is below the target, with head-room."""
     cpus = usable_cpus()
     maxw = max(1, cpus - 1)
@@ -54,19 +54,19 @@ def search_workers(cache, cfg, step_ms: float, say=print) -> tuple[int, list[dic
         return tried[w]["predicted_input_bound_pct"] < INPUT_BOUND_TARGET_PCT
 
     if ok(0):
-        return 0, list(tried.values()), "the training process builds batches fast enough by itself"
-    w = min(maxw, R.workers_estimate(tried[0]["ms_per_batch"], step_ms, WORKER_MARGIN))
+        return 0, "the training process builds batches fast enough by itself"
+    w = workers_needed(tried[0]["ms_per_batch"], step_ms, cpus)[1]
     if ok(w):
         while w > 1 and ok(w - 1):
             w -= 1
-        return w, list(tried.values()), f"fewest workers below {INPUT_BOUND_TARGET_PCT:g} % input-bound"
+        return w, f"fewest workers below {INPUT_BOUND_TARGET_PCT:g} % input-bound"
     while w < maxw:
         w = min(maxw, max(w + 1, int(w * 1.5)))
         if ok(w):
-            return w, list(tried.values()), f"fewest workers below {INPUT_BOUND_TARGET_PCT:g} % input-bound"
+            return w, f"fewest workers below {INPUT_BOUND_TARGET_PCT:g} % input-bound"
     best = min(tried, key=lambda k: (tried[k]["predicted_input_bound_pct"], k))
-    return best, list(tried.values()), (f"no worker count up to {maxw} ({cpus} CPUs) reaches "
-                                        f"{INPUT_BOUND_TARGET_PCT:g} %: the loader is CPU-limited here")
+    return best, (f"no worker count up to {maxw} ({cpus} CPUs) reaches "
+                  f"{INPUT_BOUND_TARGET_PCT:g} %: the loader is CPU-limited here")
 
 
 # -------------------------------------------------------------------------------------- run
@@ -76,7 +76,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
     cuda = torch.cuda.is_available()
     decided: dict = {}
     train_decided: dict = {}  # the learning rate that goes with the budget (train/sizing.py)
-    res: dict = {"device": "cuda" if cuda else "cpu"}
+    res: dict = {}
     if cuda:
         say(f"frame budget: searching from data.base_frame_budget={cfg.data.base_frame_budget} "
             f"({device_name(torch.device('cuda', 0))})")
@@ -88,8 +88,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
 
         sized, note = size_batches(_with_data(cfg, frame_budget="auto"), data, torch.device("cuda", 0),
                                    DistInfo(), probe=probe)
-        res["budget_trials"] = probes[0].trials if probes else []
-        for t in res["budget_trials"]:
+        for t in probes[0].trials if probes else []:
             say("  " + describe(t))
         decided.update(frame_budget=sized.data.frame_budget, max_batch_size=sized.data.max_batch_size)
         if sized.train.lr != cfg.train.lr:
@@ -107,13 +106,10 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
     st = measure(run, 6, seconds=STEP_TIMING_S)
     cache = run.cache
     del run
-    res["step_ms"] = st["step_ms"]
     say(f"  {st['step_ms']:,.1f} ms per step on the {'GPU' if cuda else 'CPU'} ({st['steps']} steps)")
 
     say("loader workers:")
-    w, trials, why = search_workers(cache, cfg, st["step_ms"], say)
-    decided["num_workers"] = w
-    res.update(workers_trials=trials, workers_note=why)
+    decided["num_workers"], res["workers_note"] = search_workers(cache, cfg, st["step_ms"], say)
 
     overlay = {"data": decided, **({"train": train_decided} if train_decided else {})}
     merged = cfg.to_dict()
@@ -124,9 +120,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
             f"measured step {st['step_ms']:.1f} ms\n")
     out.write_text(head + yaml.safe_dump(overlay, sort_keys=False))
     merged_path.write_text(head + yaml.safe_dump(merged, sort_keys=False))
-    overrides = " ".join([f"data.{k}={v}" for k, v in decided.items()] +
-                         [f"train.{k}={v:.3g}" for k, v in train_decided.items()])
-    res.update(decided=decided, overlay=str(out), merged=str(merged_path),
-               command=f"myxtts train --config {merged_path} --data {data} --out RUN")
-    res["overrides"] = overrides
-    return res
+    res["overrides"] = " ".join([f"data.{k}={v}" for k, v in decided.items()] +
+                                [f"train.{k}={v:.3g}" for k, v in train_decided.items()])
+    return res | {"overlay": str(out), "merged": str(merged_path),
+                  "command": f"myxtts train --config {merged_path} --data {data} --out RUN"}

@@ -33,7 +33,7 @@ def test_worker_search_picks_the_fewest_that_keep_input_bound_below_1pct(monkeyp
         return {"workers": w, "ms_per_batch": 40.0 / max(w, 1)}
 
     monkeypatch.setattr(loaders, "loader_speed", speed)
-    w, trials, why = tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)
+    w, why = tune.search_workers(None, None, step_ms=10.0, say=lambda s: None)
     assert w == 5  # 40/5 x 1.25 = 10 ms per batch <= the 10 ms step; 4 workers: 12.5 ms
     assert 4 in calls and "fewest" in why
     monkeypatch.setattr(loaders, "loader_speed", lambda c, f, w, **k: {"workers": w, "ms_per_batch": 0.01})

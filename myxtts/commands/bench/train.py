@@ -102,8 +102,7 @@ def run(args) -> int:
             torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
         say(f"  {name}: precision {precision}, compile {compile_mode}"
             + (f" ({backend or 'inductor'})" if compile_mode != "off" else "") + " ...", flush=True)
-        results[name] = M.run_mode(sized, path, batches, steps, precision, compile_mode,
-                                   backend if compile_mode != "off" else None)
+        results[name] = M.run_mode(sized, path, batches, steps, precision, compile_mode, backend)
         if args.json:  # what is finished survives a time limit
             write_json(args.json, M.summarise(head, results, run_precision))
     torch._dynamo.reset()
