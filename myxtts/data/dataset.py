@@ -66,6 +66,11 @@ def ref_frames_for(audio_cfg, ref_seconds: float) -> int:
     return math.ceil(ref_seconds * audio_cfg.sample_rate / audio_cfg.hop_length)
 
 
+def ref_len_for(audio_cfg, ref_seconds: float, pad_multiple: int) -> int:
+    """Tr: the frames every batch's reference clip is padded to."""
+    return int(round_up(ref_frames_for(audio_cfg, ref_seconds), pad_multiple))
+
+
 class ReferencePicker:
     """Chooses (reference utterance, crop offset, length) per row, vectorised over a batch."""
 
@@ -215,7 +220,7 @@ class CachedBatches(Dataset):
         a = cache.audio_cfg
         self.n_mels, self.hop = a.n_mels, a.hop_length
         self.ref_frames = ref_frames_for(a, ref_seconds)
-        self.ref_len = int(round_up(self.ref_frames, pad_multiple))  # Tr
+        self.ref_len = ref_len_for(a, ref_seconds, pad_multiple)  # Tr
         pool = np.arange(len(cache)) if ref_pool is None else ref_pool
         self.refs = ReferencePicker(cache.speaker, cache.n_frames, pool, self.ref_frames, seed)
         self.ring = None

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import torch
+
+from myxtts.data.dataset import ref_len_for
+from myxtts.models.xtts import XTTS, count_parameters
 
 # (label, dense bf16 TFLOP/s, test on the lower-cased device name), first match wins. Names as
 # torch.cuda.get_device_name reports them: "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",
@@ -87,14 +91,8 @@ def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, di
     ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3, FLOPs counted on meta tensors.
     ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear layers and
     attention) for the rest."""
-    import numpy as np
-
-    from myxtts.data.dataset import ref_frames_for
-    from myxtts.data.sampler import round_up
-    from myxtts.models.xtts import XTTS, count_parameters
-
     n_mels = cache.audio_cfg.n_mels
-    tr = int(round_up(ref_frames_for(cache.audio_cfg, cfg.data.ref_seconds), cfg.data.pad_multiple))
+    tr = ref_len_for(cache.audio_cfg, cfg.data.ref_seconds, cfg.data.pad_multiple)
     with torch.device("meta"):
         model = XTTS(cfg.model, len(cache.vocab), n_mels).train()
 

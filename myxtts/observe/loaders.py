@@ -26,9 +26,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
 from myxtts.config import Config
-from myxtts.data.dataset import MEL_PAD, ref_frames_for
+from myxtts.data.dataset import MEL_PAD, ref_len_for
 from myxtts.data.loader import make_loader
-from myxtts.data.sampler import BucketSampler, round_up
+from myxtts.data.sampler import BucketSampler
 
 
 def throughput(it, batches: int, *, warm_up: int, seconds: float = math.inf) -> dict:
@@ -80,7 +80,7 @@ def predicted_input_bound(ms_per_batch: float, step_ms: float, workers: int) -> 
 def batch_bytes(cfg: Config, cache, sampler) -> int:
     """Host bytes of the largest batch (float32 mel + reference, int64 tokens), for
     shared-memory and pinned-memory sizing."""
-    tr = int(round_up(ref_frames_for(cache.audio_cfg, cfg.data.ref_seconds), cfg.data.pad_multiple))
+    tr = ref_len_for(cache.audio_cfg, cfg.data.ref_seconds, cfg.data.pad_multiple)
     m = cache.audio_cfg.n_mels
     return max((bk.batch_size * ((bk.mel_len + tr) * m * 4 + bk.text_len * 8 + 64)
                 for bk in sampler.buckets), default=0)
