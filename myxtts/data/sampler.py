@@ -1,12 +1,10 @@
 """Frame-budget bucket sampler: a small fixed set of batch shapes, DDP-aware, resumable.
 
-Every utterance falls in one mel-length bucket. A bucket has one shape ``(B, Tt, Tm)``:
+Every utterance falls in one mel-length bucket. A bucket has ONE shape ``(B, Tt, Tm)``:
 ``Tm`` is its upper mel length (a multiple of ``pad_multiple``), ``Tt`` the longest text among
 its members rounded up likewise, ``B`` how many ``Tm``-frame rows fit the frame budget. Every
-batch of the bucket is padded to exactly that shape but its last, which has only the rows left
-(``(B', Tt, Tm)``, the same every epoch). So a run sees at most two shapes per bucket, listed by
-``shapes()``; the compiled step has the batch size and lengths as symbols and compiles once for
-all of them (train/compile.py).
+batch of the bucket, its last included, has exactly that shape, so a run sees at most
+``max_buckets`` shapes (``shapes()``) and every optimizer step sees a full batch.
 
 Boundaries come from the length distribution: an exact dynamic programme over the rounded
 lengths picks at most ``max_buckets`` boundaries that minimise padded frames (plus a small
@@ -17,12 +15,17 @@ Budget (counted WITH padding): B * Tm <= frame_budget, B <= max_batch_size, and 
 utterance longer than the budget still trains).
 
 Filler policy (no utterance lost): each epoch every utterance of the split is in exactly one
-batch as a *real* row. A last batch of a single row gets one *filler* row, another utterance of
-the same bucket from its earlier batches (or the same one again): PyTorch compiles a dimension
-of size 1 as a constant, so a batch of one would cost a compile of its own. Under DDP the batch
-list is topped up to a multiple of ``world_size`` with whole filler batches (copies of the first
-batches). A plan's ``indices[:n_real]`` are the real rows; the rest are filler.
-``padding_report()`` states the filler share.
+batch as a *real* row. A bucket's last batch, if short, is topped up with *filler* rows: other
+utterances of the same bucket, taken from its earlier batches (so the shape and Tt still fit),
+repeated only when the bucket has fewer members than one batch. Filler rows are real
+utterances trained on a second time, not padding: a last batch of the rows left alone (tried:
+filler 16 % -> 0 % of the demo corpus's frames at the base budget) gave steps of 2 rows at the
+full learning rate and one more shape per bucket, and learned neither better nor worse per step
+than another seed moves (benchmarks/results/2026-11-26-sampler-cpu.md). Under DDP the batch list is topped up
+to a multiple of ``world_size`` with whole filler batches (copies of the first batches). A
+plan's ``indices[:n_real]`` are the real rows; the rest are filler. ``padding_report()`` states
+the filler share: about 1 % on corpora of thousands of utterances, far more on toy corpora
+whose buckets hold less than one batch each.
 """
 from __future__ import annotations
 
@@ -38,15 +41,6 @@ from myxtts.errors import UserError
 # A filler row is a real utterance seen a second time this epoch: it still trains the model,
 # unlike a padded frame, so the bucket planner charges it a tenth of a padded frame.
 FILLER_WEIGHT = 0.1
-# The fewest rows a batch has where its bucket allows more (see the filler policy above).
-MIN_ROWS = 2
-
-
-def last_rows(n: int, batch_size: int) -> int:
-    """Rows of a bucket's last batch when it has ``n`` members and full batches of
-    ``batch_size`` (0: the last batch is full)."""
-    left = n % batch_size
-    return min(batch_size, max(left, MIN_ROWS)) if left else 0
 
 
 @dataclass(frozen=True)
@@ -100,8 +94,7 @@ def plan_boundaries(mel_lens: np.ndarray, pad_multiple: int, max_buckets: int, f
         for j in range(1, m + 1):
             i = np.arange(j)  # bucket covers candidates [i, j) with length cands[j-1]
             n = n_cum[j] - n_cum[i]
-            left = n % bs[j - 1]
-            filler = np.where(left > 0, np.minimum(bs[j - 1], np.maximum(left, MIN_ROWS)) - left, 0)
+            filler = (-n) % bs[j - 1]  # rows topping up the bucket's last batch
             pad = n * cands[j - 1] - (s_cum[j] - s_cum[i])
             cost = best[k - 1, :j] + pad + FILLER_WEIGHT * filler * cands[j - 1]
             prev[k, j] = int(np.argmin(cost))
@@ -176,12 +169,11 @@ class BucketSampler(Sampler):
             if self.shuffle:
                 members = rng.permutation(members)
             size, n = bucket.batch_size, members.size
-            last = last_rows(n, size)
-            for s in range(0, n, size):
-                rows = members[s:s + size]
-                if rows.size < size:  # the last batch; filler from the front (earlier batches)
-                    rows = np.concatenate([rows, np.resize(members, last - rows.size)])
-                batches.append(BatchPlan(rows, rows.size - max(0, s + rows.size - n), bucket.mel_len,
+            # Filler comes from the front (earlier batches); it repeats only if the bucket has
+            # fewer members than one batch.
+            rows = np.concatenate([members, np.resize(members, (-n) % size)])
+            for s in range(0, rows.size, size):
+                batches.append(BatchPlan(rows[s:s + size], min(size, n - s), bucket.mel_len,
                                          bucket.text_len, epoch, b))
         order = rng.permutation(len(batches)) if self.shuffle else np.arange(len(batches))
         extra = np.resize(order, (-len(batches)) % self.world_size) if batches else order[:0]
@@ -264,13 +256,8 @@ class BucketSampler(Sampler):
     # ---------------------------------------------------------------------------- reporting
 
     def shapes(self) -> list[tuple[int, int, int]]:
-        """Every (B, Tt, Tm) this sampler can emit: each bucket's, then its last batch's where
-        that one is smaller."""
-        out = []
-        for b, bk in enumerate(self.buckets):
-            last = last_rows(int((self.bucket_of[self.indices] == b).sum()), bk.batch_size)
-            out += [bk.shape] + ([(last, bk.text_len, bk.mel_len)] if last else [])
-        return out
+        """Every (B, Tt, Tm) this sampler can emit: one per bucket."""
+        return [b.shape for b in self.buckets]
 
     def padding_report(self, epoch: int | None = None) -> dict:
         """Shares of one epoch's batch frames (all ranks) spent on padding and filler, in %."""

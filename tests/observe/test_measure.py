@@ -19,16 +19,16 @@ def eager_run(observe_cache):  # noqa: F811
 
 def test_eager_steps_are_timed_after_one_pass_over_every_shape(eager_run):
     batches = FixedBatches(eager_run.cache, eager_run.cfg, eager_run.device)
-    assert len(batches) == len(eager_run.shapes) == 3  # two buckets, the first with a smaller last batch
+    assert len(batches) == len(eager_run.shapes) == 2  # two buckets, one shape each
     assert [tuple(b.tensors["mel"].shape[:2]) for b in batches.batches] == [(s[0], s[2]) for s in batches.shapes]
     m = measure(eager_run, 6, batches=batches, flops=True)
     assert m["steps"] == 6 and m["warmup_passes"] == WARM_PASSES["off"] == 1
     assert m["compile_s"] is None and m["recompiles_after_warmup"] == 0 and math.isfinite(m["loss"])
     assert set(m["phase_ms"]) == {"forward", "backward", "optimizer"} and all(v > 0 for v in m["phase_ms"].values())
     assert sum(m["phase_ms"].values()) <= m["step_ms"] * 1.05  # phases lie within the step
-    assert len(m["step_by_shape"]) == 3 and all(v["n"] == 2 for v in m["step_by_shape"].values())
-    # Two timed steps of each shape: the FLOPs are those of exactly these steps.
-    assert m["flops"] == 2 * sum(m["flops_by_shape"].values()) > 0
+    assert len(m["step_by_shape"]) == 2 and all(v["n"] == 3 for v in m["step_by_shape"].values())
+    # Three timed steps of each shape: the FLOPs are those of exactly these steps.
+    assert m["flops"] == 3 * sum(m["flops_by_shape"].values()) > 0
     assert m["mfu_pct"] is None and m["mfu_basis"]  # no peak for a CPU
 
 
