@@ -1,18 +1,19 @@
-"""Turn one `benchmarks/gpu_run.sh` output folder into a dated record:
-benchmarks/results/<gpu>-<UTC date>-after.json (the target figures at the top, then what they
-came from) and .md.
+"""Turn the work folder of one `benchmarks/gpu_run.sh` into a dated record:
+OUT/<gpu>-<UTC date>-after.json (the target figures at the top, then what they came from) and
+.md, to be copied into benchmarks/results/.
 
-    python benchmarks/gpu_record.py OUT [--smoke] [--commit C]
+    python benchmarks/gpu_record.py WORK --out OUT [--smoke] [--commit C]
 
-``--smoke``: a toy run on a CPU; the record goes to OUT/record.{json,md}, never into
-benchmarks/results. ``--commit``: the commit the tree is at, where it is a copy without .git.
+``--smoke``: a toy run on a CPU; the record is OUT/record.{json,md}. ``--commit``: the commit the
+tree is at, where it is a copy without .git.
 
 The target figures: GPU utilisation (NVML, the cold run's training time, its compile window
-counted apart), MFU (``bench train``, the mode train.compile=auto runs), input-bound % (the cold
-run), and recompiles after warm-up and time to full speed for the cold run and the warm one
-(docs/design.md, "How we measure"). Every figure is copied from the files the phases wrote; one
-that was not measured is null, with the reason under ``not_measured``, never estimated. The
-machine and the software are read here, in the record phase, on the machine that ran the others.
+counted apart), MFU (``bench train`` over every shape, the mode the cold run ran), input-bound %
+(the cold run), recompiles after warm-up and time to full speed for the cold run and the warm one
+(docs/design.md, "How we measure"), and whether the aligner's kernels passed their check. Every
+figure is copied from the files the steps wrote; one that was not measured is null, with the
+reason under ``not_measured``, never estimated. The machine and the software are read here, on
+the machine that ran the steps.
 """
 from __future__ import annotations
 
@@ -25,9 +26,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = {"cold": "run-cold", "warm": "run-warm"}
-PHASES = ("setup", "corpus", "loader", "bench", "train-cold", "train-warm", "record")  # gpu_run.sh's order
-PHASE_OF = {"cold": "train-cold", "warm": "train-warm"}
+STEPS = ("setup", "corpus", "cold", "warm", "record")  # gpu_run.sh's order
 
 
 def _load(path: Path) -> dict | None:
@@ -45,8 +44,11 @@ def run_figures(s: dict) -> dict:
     return {"device": s.get("device_name"), "compile": s.get("compile"), "precision": s.get("precision"),
             "frame_budget": s.get("frame_budget"), "shapes": s.get("shapes_seen"), "steps": s.get("steps"),
             "stopped": s.get("stopped"), "compile_s": s.get("compile_s"),
+            "compile_s_by_shape": s.get("compile_s_by_shape"), "graphs_compiled": s.get("graphs_compiled"),
             "compile_cache_hits": s.get("compile_cache_hits"), "compile_cache_misses": s.get("compile_cache_misses"),
+            "cudagraph_skips": s.get("cudagraph_skips"), "cudagraph_recordings": s.get("cudagraph_recordings"),
             "time_to_full_speed_s": s.get("time_to_full_speed_s"),
+            "time_to_full_speed_from_process_start_s": s.get("time_to_full_speed_from_process_start_s"),
             "recompiles_after_warmup": s.get("recompiles_after_warmup"),
             "step_ms": s.get("step_ms"), "step_cov_pct": s.get("step_cov_pct"),
             "frames_per_s": (s.get("throughput") or {}).get("frames_per_s"),
@@ -65,16 +67,17 @@ def util_reason(s: dict) -> str:
     return "no GPU sample fell outside the compile window: the run trained no step after compiling"
 
 
-def phases(out: Path) -> dict:
-    """Each finished phase: when, how long, and the commands it ran."""
+def steps(work: Path) -> dict:
+    """Each step gpu_run.sh started or skipped: status, seconds, note (steps.tsv)."""
     done = {}
-    markers = [m for m in (out / ".done").glob("*") if not m.suffix]
-    for marker in sorted(markers, key=lambda m: (PHASES + (m.name,)).index(m.name)):
-        m = re.match(r"finished (\S+) after (\d+) s", marker.read_text())
-        cmds = marker.with_suffix(".commands")
-        done[marker.name] = {"finished_utc": m and m.group(1), "seconds": m and int(m.group(2)),
-                             "commands": cmds.read_text().splitlines() if cmds.is_file() else []}
-    return done
+    path = work / "steps.tsv"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        name, status, seconds, note = (line.split("\t") + ["", "", ""])[:4]
+        done[name] = {"status": status, "seconds": int(seconds or 0), "note": note or None}
+    for name in STEPS:
+        done.setdefault(name, {"status": "not run (an earlier step failed)" if name != "record" else "done",
+                               "seconds": None, "note": None})
+    return {k: done[k] for k in sorted(done, key=lambda k: (STEPS + (k,)).index(k))}
 
 
 def machine() -> dict:
@@ -122,38 +125,49 @@ def why_none(key: str, s: dict) -> str:
     return WHY_NONE[key] if key in s and key in WHY_NONE else "not in the run's summary"
 
 
-def build(out: Path, smoke: bool = False, given_commit: str | None = None) -> dict:
-    """The record of one gpu_run.sh output folder."""
+def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> dict:
+    """The record of one gpu_run.sh work folder."""
     missing: dict[str, str] = {}
-    summaries = {k: _load(out / folder / "summary.json") for k, folder in RUNS.items()}
-    runs = {k: run_figures(s) if s else None for k, s in summaries.items()}
-    for k, s in summaries.items():
-        if s is None:
-            missing[f"runs.{k}"] = f"phase {PHASE_OF[k]} not run ({RUNS[k]}/summary.json missing)"
+    ran = steps(work)
+    cold = _load(work / "runs" / "cold" / "summary.json")
+    eager = _load(work / "runs" / "eager" / "summary.json")  # the fallback when the compiled run failed
+    util_run = cold if cold and not eager else eager
+    if cold is None:
+        why = ran["cold"]["note"] or "runs/cold/summary.json missing"
+        missing["runs.cold"] = f"step cold: {ran['cold']['status']} ({why})"
 
-    def pick(key: str, which: str, name: str) -> float | int | None:
-        """The run's figure; where there is none, why not goes under ``name``."""
-        s = summaries[which]
-        v = runs[which][key] if s else None
+    def pick(s: dict | None, key: str, name: str, run: str = "cold"):
+        v = run_figures(s)[key] if s else None
         if v is None:
-            missing[name] = missing[f"runs.{which}"] if s is None else why_none(key, s)
+            missing[name] = why_none(key, s) if s else missing.get(f"runs.{run}", f"no {run} run")
         return v
 
-    bench = _load(out / "bench_train.json")
+    bench = _load(work / "bench_train.json")
     mode = bench["modes_selected"][0] if bench and bench.get("modes_selected") else None
     b = bench["train"][mode] if mode else None
     if b is None:
-        missing["mfu_pct"] = "phase bench not run (bench_train.json missing)"
+        missing["warm"] = f"step warm: {ran['warm']['status']}"
+        missing["mfu_pct"] = missing["warm"]
     elif b.get("mfu") is None:
         missing["mfu_pct"] = b.get("mfu_reason") or "not in bench_train.json"
-    loader = _load(out / "bench_loader.json")
-    if loader is None:
-        missing["bench_loader"] = "phase loader not run (bench_loader.json missing)"
+    kernels = _load(work / "kernels.json")
+    if kernels is None:
+        missing["kernels_ok"] = f"step corpus: {ran['corpus']['status']} (kernels.json missing)"
     where, why = commit(given_commit)
     if where is None:
         missing["commit"] = why
-    record = {
-        "what": ("a toy run of benchmarks/gpu_run.sh --smoke on a CPU: it checks the phases and the "
+    warm = None if b is None else {
+        "mode": mode, "precision": b.get("precision"), "compile": b.get("compile"), "shapes": bench.get("shapes"),
+        "steps": b.get("steps"), "step_ms": b.get("step_ms"), "frames_per_s": b.get("frames_per_s"),
+        "mfu_pct": b.get("mfu"), "achieved_tflops": b.get("achieved_tflops"), "compile_s": b.get("compile_s"),
+        "compile_s_by_shape": b.get("compile_s_by_shape"), "time_to_full_speed_s": b.get("time_to_full_speed_s"),
+        "graphs_compiled_in_warmup": b.get("graphs_compiled_in_warmup"),
+        "recompiles_after_warmup": b.get("recompiles_after_warmup")}
+    for key in ("recompiles_after_warmup", "time_to_full_speed_s"):
+        if warm is not None and warm[key] is None:
+            missing[f"{key}.warm"] = "not in bench_train.json"
+    return {
+        "what": ("a toy run of benchmarks/gpu_run.sh --smoke on a CPU: it checks the script and the "
                  "record; no figure in it describes a GPU") if smoke else
                 ("MyXTTS on one GPU after the launch-overhead work: benchmarks/gpu_run.sh "
                  "(compare h100-2026-11-23-before)"),
@@ -161,41 +175,36 @@ def build(out: Path, smoke: bool = False, given_commit: str | None = None) -> di
         "smoke": smoke,
         "machine": machine(),
         "commit": where,
-        "gpu_util_mean_pct": pick("gpu_util_mean_pct", "cold", "gpu_util_mean_pct"),
+        "kernels_ok": None if kernels is None else bool(kernels.get("ok")),
+        "decoder": "autoregressive (the kernel check failed)" if kernels is not None and not kernels.get("ok")
+                   else "duration (the default)",
+        "gpu_util_mean_pct": pick(util_run, "gpu_util_mean_pct", "gpu_util_mean_pct",
+                                  "eager" if util_run is eager and eager else "cold"),
+        "gpu_util_from": "eager fallback run" if eager else "cold run",
         "mfu_pct": b.get("mfu") if b else None,
-        "input_bound_pct": pick("input_bound_pct", "cold", "input_bound_pct"),
-        "recompiles_after_warmup": {k: pick("recompiles_after_warmup", k, f"recompiles_after_warmup.{k}")
-                                    for k in RUNS},
-        "time_to_full_speed_s": {k: pick("time_to_full_speed_s", k, f"time_to_full_speed_s.{k}") for k in RUNS},
+        "input_bound_pct": pick(cold, "input_bound_pct", "input_bound_pct"),
+        "recompiles_after_warmup": {"cold": pick(cold, "recompiles_after_warmup", "recompiles_after_warmup.cold"),
+                                    "warm": warm and warm["recompiles_after_warmup"]},
+        "time_to_full_speed_s": {"cold": pick(cold, "time_to_full_speed_s", "time_to_full_speed_s.cold"),
+                                 "warm": warm and warm["time_to_full_speed_s"]},
         "not_measured": missing,
-        "runs": runs,
-        "bench_train": None if b is None else {
-            "mode": mode, "precision": b.get("precision"), "compile": b.get("compile"),
-            "shape": (bench.get("shapes") or [None])[0], "steps": b.get("steps"), "step_ms": b.get("step_ms"),
-            "frames_per_s": b.get("frames_per_s"), "mfu_pct": b.get("mfu"), "achieved_tflops": b.get("achieved_tflops"),
-            "compile_s": b.get("compile_s"), "time_to_full_speed_s": b.get("time_to_full_speed_s"),
-            "recompiles_after_warmup": b.get("recompiles_after_warmup")},
-        "bench_loader": None if loader is None else {
-            "naive_frames_per_s": loader["loader"]["naive"]["frames_per_s"],
-            "cached_frames_per_s": loader["loader"]["cached"]["frames_per_s"],
-            "speedup": loader["loader"]["cached"]["speedup"],
-            "input_bound_pct_simulated": loader["loader"]["cached"]["input_bound_pct"],
-            "padding_pct": loader["loader"]["padding_pct"]},
-        "phases": phases(out),
-        "raw": {"bench_loader": loader, "bench_train": bench,
-                **{f"train_{k}": _load(out / f / "summary.json") for k, f in RUNS.items()}},
+        "steps": ran,
+        "runs": {"cold": run_figures(cold) if cold else None, "eager": run_figures(eager) if eager else None},
+        "warm": warm,
+        "kernels": kernels,
+        "raw": {"bench_train": bench, "train_cold": cold, "train_eager": eager},
     }
-    return record
 
 
 def stem_for(record: dict, out: Path, smoke: bool) -> Path:
+    """OUT/record in a smoke run, else OUT/<chip>-<date>-after: the name it gets in benchmarks/results."""
     if smoke:
         return out / "record"
     name = record["machine"]["device"].lower()
     # "NVIDIA H100 80GB HBM3" -> h100: the chip's name where there is one
     chip = re.search(r"\b[a-z]+\d{2,4}[a-z]?\b", name.replace("nvidia", ""))
     slug = chip.group(0) if chip else re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:40]
-    return ROOT / "benchmarks" / "results" / f"{slug}-{record['date']}-after"
+    return out / f"{slug}-{record['date']}-after"
 
 
 def _v(v) -> str:
@@ -220,55 +229,68 @@ def markdown(r: dict, stem: Path) -> str:
     lines = [f"# {title}: {m['device']}, {r['date']}", "", r["what"] + ".", "",
              f"Machine: {m['device']}; CPU {m['cpu']}; driver {m['driver'] or 'n/a'}; PyTorch {m['torch']} "
              f"(CUDA {m['cuda'] or 'none'}); Python {m['python']}. Commit: {where}. "
-             f"Produced by `bash benchmarks/gpu_run.sh{' --smoke' if r['smoke'] else ''}` and "
-             f"`benchmarks/gpu_record.py`; everything measured is in `{stem.name}.json`.", "",
+             f"Produced by `bash benchmarks/gpu_run.sh{' --smoke' if r['smoke'] else ''}`; everything "
+             f"measured is in `{stem.name}.json`. Model: {r['decoder']}.", "",
              "| figure | value |", "|---|---|",
-             f"| GPU utilisation, mean % (NVML, cold run, training time) | {fig('gpu_util_mean_pct')} |",
-             f"| MFU % (`bench train`, {(r['bench_train'] or {}).get('mode', 'not run')}) | {fig('mfu_pct')} |",
+             f"| aligner kernels pass their check (benchmarks/gpu_kernels.py) | {fig('kernels_ok')} |",
+             f"| GPU utilisation, mean % (NVML, {r['gpu_util_from']}, training time) | {fig('gpu_util_mean_pct')} |",
+             f"| MFU % (`bench train`, every shape, {(r['warm'] or {}).get('mode', 'not run')}) | {fig('mfu_pct')} |",
              f"| input-bound % (cold run) | {fig('input_bound_pct')} |"]
     for k in ("cold", "warm"):
         lines.append(f"| recompiles after warm-up, {k} | {fig('recompiles_after_warmup', k)} |")
     for k in ("cold", "warm"):
         lines.append(f"| time to full speed s, {k} | {fig('time_to_full_speed_s', k)} |")
     rows = [("steps", "steps"), ("compile", "compile"), ("precision", "precision"), ("batch shapes", "shapes"),
-            ("frame budget", "frame_budget"), ("compile s", "compile_s"),
-            ("compile cache hits / misses", None), ("time to full speed s", "time_to_full_speed_s"),
+            ("frame budget", "frame_budget"), ("compile s", "compile_s"), ("compile s by shape", "compile_s_by_shape"),
+            ("graphs compiled before step 1", "graphs_compiled"), ("compile cache hits / misses", None),
+            ("CUDA graphs skipped / recorded", "cudagraphs"),
+            ("time to full speed s", "time_to_full_speed_s"),
+            ("... from process start s", "time_to_full_speed_from_process_start_s"),
             ("step ms (mean after warm-up)", "step_ms"), ("step time CoV %", "step_cov_pct"),
             ("mel frames/s", "frames_per_s"), ("input-bound %", "input_bound_pct"),
             ("GPU utilisation mean %", "gpu_util_mean_pct"), ("GPU utilisation p5 %", "gpu_util_p5_pct"),
             ("GPM SM active mean %", "gpm_sm_active_mean_pct"), ("peak memory GiB", "peak_memory_gib"),
             ("recompiles after warm-up", "recompiles_after_warmup")]
-    lines += ["", "## The training runs", "", "| | cold | warm |", "|---|---:|---:|"]
+    lines += ["", "## The training runs", "", "| | cold | eager (fallback) |", "|---|---:|---:|"]
     for label, key in rows:
         cells = []
-        for k in RUNS:
+        for k in ("cold", "eager"):
             run = r["runs"][k]
             if run is None:
                 cells.append("not run")
             elif key is None:
                 cells.append(f"{_v(run['compile_cache_hits'])} / {_v(run['compile_cache_misses'])}")
+            elif key == "cudagraphs":
+                cells.append(f"{_v(run['cudagraph_skips'])} / {_v(run['cudagraph_recordings'])}")
             else:
                 cells.append(_v(run[key]))
         lines.append(f"| {label} | {' | '.join(cells)} |")
+    if r["warm"]:
+        w = r["warm"]
+        lines += ["", "## The warm start (`bench train`, a second process on the cold run's compile cache)", "",
+                  "| | |", "|---|---:|"]
+        lines += [f"| {k.replace('_', ' ')} | {_v(w[k])} |" for k in
+                  ("mode", "shapes", "steps", "step_ms", "frames_per_s", "mfu_pct", "achieved_tflops", "compile_s",
+                   "time_to_full_speed_s", "graphs_compiled_in_warmup", "recompiles_after_warmup")]
     lines += ["", "n/a: not measured here, or not applicable (an eager run compiles nothing).",
-              "", "## Phases", "", "| phase | s | commands |", "|---|---:|---|"]
-    for name, p in r["phases"].items():
-        cmds = "<br>".join("`" + c.replace("|", "\\|") + "`" for c in p["commands"]) or "-"
-        lines.append(f"| {name} | {_v(p['seconds'])} | {cmds} |")
+              "", "## Steps", "", "| step | status | s | note |", "|---|---|---:|---|"]
+    for name, p in r["steps"].items():
+        lines.append(f"| {name} | {p['status']} | {_v(p['seconds'])} | {(p['note'] or '').replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="the record of one benchmarks/gpu_run.sh output folder")
-    ap.add_argument("out", help="the folder gpu_run.sh wrote")
+    ap = argparse.ArgumentParser(description="the record of one benchmarks/gpu_run.sh work folder")
+    ap.add_argument("work", help="the work folder gpu_run.sh wrote")
+    ap.add_argument("--out", required=True, help="the folder the record goes to")
     ap.add_argument("--smoke", action="store_true", help="a toy run on a CPU: write OUT/record.{json,md}")
     ap.add_argument("--commit", help="the commit the tree is at, where it is no git checkout")
     a = ap.parse_args()
-    out = Path(a.out)
-    if not (out / ".done").is_dir():
-        ap.error(f"{out}: not a gpu_run.sh output folder (no .done/ in it)")
-    record = build(out, a.smoke, a.commit)
-    stem = stem_for(record, out, a.smoke)
+    work = Path(a.work)
+    if not (work / "steps.tsv").is_file():
+        ap.error(f"{work}: not a gpu_run.sh work folder (no steps.tsv in it)")
+    record = build(work, a.smoke, a.commit)
+    stem = stem_for(record, Path(a.out), a.smoke)
     stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     stem.with_suffix(".md").write_text(markdown(record, stem))
     print(f"wrote {stem}.json and .md")

@@ -1,259 +1,266 @@
 #!/usr/bin/env bash
-# The GPU benchmark in phases, so that it fits a GPU machine lent for a while (commands of at most
-# 10 minutes, about 30 in all), one with PyTorch (CUDA) and no package index:
+# The GPU benchmark as one command that fits a lent GPU machine (15 minutes in all, start-up
+# included; at most 10 minutes a command; an emptied OUT folder that brings back 8 files):
 #
-#   bash benchmarks/gpu_run.sh [--smoke] OUT [PHASE ...]
+#   bash benchmarks/gpu_run.sh [--smoke] [--deadline SECONDS] OUT
 #
-# Phases, in this order whatever order they are named in (none named: all of them):
-#   setup       install the wheels in .whl/ (scripts/gpu_wheels.sh builds them) into OUT/site,
-#               check that what the phases import is there
-#   corpus      the demo corpus replicated, prepared into OUT/cache
-#   loader      myxtts bench loader
-#   bench       myxtts bench train in one mode, the one train.compile=auto runs (CUDA graphs on
-#               one GPU): its MFU. Not all modes: two of them compile every shape of the whole
-#               step, 25-40 minutes on an H100, more than a command may take.
-#   train-cold  a training run with a fresh compile cache in OUT/compile, the GPU sampled beside
-#               it (myxtts train does that itself, the compile window counted apart): time to
-#               full speed cold, GPU utilisation, input-bound %, recompiles
-#   train-warm  the same run again (the cold run's resolved batch size and rate) on the compile
-#               cache train-cold filled: time to full speed warm, recompiles
-#   record      benchmarks/results/<gpu>-<UTC date>-after.{json,md} (benchmarks/gpu_record.py)
+# Run it as one call with a timeout of 480 s and --deadline 420, then hand the machine back.
+# Every step checks the time left first, and skips itself (saying so in the record) when its
+# estimate does not fit, so a lease always returns a record. In order:
 #
-# Each phase leaves OUT/.done/PHASE (when it finished, how long it took) and OUT/PHASE.log; a phase
-# that is done is skipped, so the same command can be given again after a failure or a time
-# limit. Delete OUT/.done/PHASE to run it again: that also forgets the phases that read its output.
-# OUT must stay on the machine between commands (train-warm reads train-cold's compile cache).
+#   setup     machine and versions printed first; the wheels in .whl/ (scripts/gpu_wheels.sh)
+#             unpacked, what the steps import checked                          < 0.5 min
+#   corpus    the demo corpus x8 (6,400 utterances, 4.1 h) prepared, and beside it the aligner's
+#             kernel check (benchmarks/gpu_kernels.py)                          < 1.5 min
+#             (prepare ran 47 audio-s/s per worker on 2 CPU cores, 2026-11-22-prepare-cpu:
+#             ~20 s with 16 workers; the kernels build in seconds)
+#   cold      myxtts train with the defaults of base (the duration decoder, frame budget sized
+#             to the GPU, CUDA graphs) on an empty compile cache, TRAIN_S of training, the GPU
+#             sampled beside it (myxtts monitor)                                < 3.5 min
+#             (sizing <= 30 s, train/sizing.py; compiling one shape took 61-71 s on the H100,
+#             h100-2026-11-23-before, and one compile now serves every shape; a CUDA graph is
+#             recorded per shape; then 60 s)
+#   warm      myxtts bench train in the mode the cold run ran, a second process on the same
+#             compile cache: the warm start, and MFU over every shape             < 1.5 min
+#             (a warm start took 8.6 % of the cold one on a CPU, 2026-11-25-compile-traced-once)
+#   record    the record and the files below                                    seconds
+#   in all    < 7 min on an H100
 #
-# Estimates on one H100 (16 cores), none of them measured as a whole yet; their basis is the first
-# H100 run (benchmarks/results/h100-2026-11-23-before.md) and the CPU records beside it:
-#   machine start-up  1-2 min
-#   setup             < 0.5 min: 11 small wheels (about 2.4 MB) unpacked, one import check
-#   corpus            < 1.5 min: 6,400 utterances, 4.1 h of audio (the demo x 8, as many
-#                     utterances as the first run's corpus); prepare ran 47 audio-s/s per worker on
-#                     two CPU cores (2026-11-22-prepare-cpu), about 750 with 16 workers: ~20 s
-#   loader            < 1 min: bench loader --quick (under a minute on 2 CPU cores, its help says)
-#   bench             < 3 min: one shape's warm-up with CUDA graphs, compiling included, took
-#                     60.7 s (inductor without graphs 70.9 s); sizing the batch at most 30 s
-#                     (train/sizing.py); 20 steps
-#   train-cold        < 7 min: one compile of the step for all 8 bucket shapes (one shape took
-#                     ~71 s when each shape compiled on its own; a step with symbolic shapes
-#                     takes longer, by how much on a GPU is not measured yet), a CUDA graph
-#                     recorded per shape, sizing and building < 1 min, 90 s of training
-#   train-warm        < 7 min, likely ~3: as train-cold with the compile cache filled (on a CPU a
-#                     second process took 26 s for what cost 247 s cold, 2026-11-24-compile-cpu)
-#   record            seconds
-#   in all            < 22 min. Commands that fit 9 minutes each: `setup corpus loader bench`,
-#                     `train-cold`, `train-warm record`.
+# Fallbacks: a kernel check that fails trains model.decoder=autoregressive instead (the record
+# says why); a compile that fails, or that shows no "compiled shape" line for COMPILE_STALL_S, is
+# killed (TORCH_LOGS=recompiles keeps the reasons in the log) and an eager run gives the
+# utilisation figure; a step whose estimate does not fit the time left is skipped.
+#
+# OUT ends with at most 8 files: gpu_run.log (everything printed), kernels.json, the record
+# <gpu>-<date>-after.{json,md} (record.{json,md} with --smoke), monitor.csv (the GPU samples
+# of the cold run) and rest.tgz (summaries, metrics, reports and logs of every run). Copy the
+# record into benchmarks/results/ and commit it, whatever it says. The work folder is
+# ${TMPDIR:-/tmp}/myxtts-gpu-run-PID, removed at the end.
+#
 # The text is read as characters, not phonemes: the phoneme front end's wheels (espeak-ng's data,
-# babel and what csvw needs, about 21 MB) do not fit beside the tree in what a lent machine is
-# sent (64 MiB). The model is the same but for its text vocabulary; the text lengths, and so the
-# shapes, differ a little.
+# about 21 MB) do not fit beside the tree in what a lent machine is sent (64 MiB). The model is
+# the same but for its text vocabulary; the text lengths, and so the shapes, differ a little.
 #
-# --smoke runs every phase at toy size on the CPU (tiny preset, the LJSpeech test clips, 10 s
-# of training), writes OUT/record.{json,md} and nothing in benchmarks/results: a check of the
-# script and the record, well under 2 minutes on 2 cores; its figures say nothing about a GPU.
+# --smoke runs every step at toy size on the CPU (tiny preset, the LJSpeech test clips, the kernel
+# check in Triton's interpreter, 10 s of training): a check of the script and the record, about
+# two minutes on 2 cores; its figures say nothing about a GPU.
 #
 # Environment: PYTHON (default .venv/bin/python where it exists, else python3); COMMIT, the
 # commit the tree is at, for the record where the tree is a copy without .git.
-set -euo pipefail
+set -uo pipefail
 
 usage() {
-  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 }
 
-ALL=(setup corpus loader bench train-cold train-warm record)
-declare -A READS=([loader]=corpus [bench]=corpus [train-cold]=corpus [train-warm]=train-cold)
-EXIT_STOPPED=75  # myxtts train stopped by its time budget, checkpoint written (commands/common.py)
-
 SMOKE=0
-case "${1:-}" in
-  -h|--help) usage; exit 0 ;;
-  --smoke) SMOKE=1; shift ;;
-  -*) echo "gpu_run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
-esac
-if [ $# -lt 1 ]; then
-  echo "usage: bash benchmarks/gpu_run.sh [--smoke] OUT [PHASE ...] (see --help)" >&2
+DEADLINE=420
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --smoke) SMOKE=1; shift ;;
+    --deadline)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "gpu_run.sh: --deadline takes whole seconds, got '${2:-}'" >&2; exit 2; }
+      DEADLINE=$2; shift 2 ;;
+    -*) echo "gpu_run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [ $# -ne 1 ]; then
+  echo "usage: bash benchmarks/gpu_run.sh [--smoke] [--deadline SECONDS] OUT (see --help)" >&2
   exit 2
 fi
-OUT=$1; shift
-WANT=("$@")
-[ ${#WANT[@]} -gt 0 ] || WANT=("${ALL[@]}")
-for p in "${WANT[@]}"; do
-  if [[ " ${ALL[*]} " != *" $p "* ]]; then
-    echo "gpu_run.sh: unknown phase '$p'; phases: ${ALL[*]}" >&2
-    exit 2
-  fi
-done
-
-mkdir -p "$OUT/.done"
-OUT=$(cd "$OUT" && pwd)
-DONE=$OUT/.done
+EXIT_STOPPED=75  # myxtts train stopped by its time budget, checkpoint written (commands/common.py)
+mkdir -p "$1" || exit 2
+OUT=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+WORK=${TMPDIR:-/tmp}/myxtts-gpu-run-$$
+rm -rf "$WORK"
+mkdir -p "$WORK/runs"
+cd "$ROOT" || exit 2
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x .venv/bin/python ]; then PY=$PWD/.venv/bin/python
 else PY=python3
 fi
-# OUT/site holds the carried wheels; the tree itself is importable without an install step.
-export PYTHONPATH="$OUT/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# WORK/site holds the carried wheels; the tree itself is importable without an install step.
+export PYTHONPATH="$WORK/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/gpu_run.log") 2>&1
+TEE=$!
 
 if [ "$SMOKE" = 1 ]; then
   export CUDA_VISIBLE_DEVICES=""  # the CPU, also on a machine with a GPU
   export OMP_NUM_THREADS=1        # one core for the model, one for the loader worker: steadier steps
-  PRESET=tiny
-  CORPUS_SRC=tests/fixtures/ljspeech
-  COPIES=8
-  PREP_WORKERS=1
-  WORKERS=1
-  TRAIN_S=10
-  BUCKET_SET=(data.max_buckets=2)
-  # the clips under 6 s (4 of the 8): the aligner's cost on a CPU grows with length
-  CORPUS_SET=(text.mode=characters data.max_seconds=6)
-  SIZE_SET=(data.frame_budget=1000)  # small batches: many steps in 10 s, so the speed settles
-  BENCH=(--quick --modes eager_fp32)  # what auto runs on a CPU; --quick: a smaller tiny model
+  export TRITON_INTERPRET=1       # the kernel check in Triton's interpreter
+  PRESET=tiny; CORPUS_SRC=tests/fixtures/ljspeech; COPIES=8; PREP_WORKERS=1; WORKERS=1; TRAIN_S=10
+  # the clips under 6 s (4 of the 8); small batches, so the speed settles within 10 s
+  SET=(text.mode=characters data.max_seconds=6 data.max_buckets=2)
+  COLD_SET=(data.frame_budget=1000)
+  BENCH=(--quick --steps 4)
+  # estimates on 2 CPU cores, seconds: setup corpus cold warm record
+  EST=(10 40 60 60 10); COMPILE_STALL_S=120
 else
-  PRESET=base
-  CORPUS_SRC=data/demo
-  COPIES=8
-  PREP_WORKERS=$(nproc)
-  WORKERS=8
-  TRAIN_S=90
-  BUCKET_SET=()  # the default, 8 buckets: one compile serves every shape
-  CORPUS_SET=(text.mode=characters)
-  SIZE_SET=()  # data.frame_budget=auto: sized to the GPU's memory
-  BENCH=(--config "$PRESET" --steps 20 --modes compiled_cudagraphs data.max_buckets=1)
+  PRESET=base; CORPUS_SRC=data/demo; COPIES=8; PREP_WORKERS=$(nproc); WORKERS=8; TRAIN_S=60
+  SET=(text.mode=characters)
+  COLD_SET=()
+  BENCH=(--steps 20)
+  EST=(30 90 210 90 15); COMPILE_STALL_S=240
 fi
+T0=$SECONDS
+left() { echo $((DEADLINE - (SECONDS - T0))); }
+: > "$WORK/steps.tsv"  # step, status, seconds, note: the record reads it
 
-say() {  # a command as it runs, also kept for the record (OUT named so, wherever it is)
-  local line="$*"
-  line=${line//$OUT/OUT}
-  printf '%s\n' "$line" >> "$DONE/$PHASE.commands"
-  echo "+ $line"
-}
-
-myxtts() {
-  say "myxtts $*"
-  "$PY" -m myxtts "$@"
-}
-
-phase_setup() {
-  if [ "$SMOKE" = 0 ] && compgen -G ".whl/*.whl" > /dev/null; then
-    say "pip install --no-index --no-deps --target $OUT/site .whl/*.whl"
-    rm -rf "$OUT/site"
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$OUT/site" .whl/*.whl
-  fi
-  # What prepare and training import beyond PyTorch, numpy, scipy and numba: one clear line
-  # here rather than a traceback in a later phase.
-  local check="import soundfile, soxr, librosa.filters, inflect, myxtts.cli, torch; "
-  check+="print('torch', torch.__version__, '| CUDA', torch.cuda.is_available())"
-  say "python -c \"$check\""
-  local got
-  if ! got=$("$PY" -c "$check" 2>&1); then
-    echo "gpu_run.sh: setup: $(tail -1 <<< "$got"); scripts/gpu_wheels.sh builds the wheels" \
-         "the phases need into .whl/, to bring along" >&2
+# step NAME ESTIMATE_S: run_NAME if its estimate fits the time left, else record it as skipped
+step() {
+  local name=$1 est=$2 start=$SECONDS rc
+  if [ "$(left)" -lt "$est" ]; then
+    printf '%s\tskipped\t0\tits estimate (%s s) did not fit the %s s left of --deadline %s\n' \
+      "$name" "$est" "$(left)" "$DEADLINE" >> "$WORK/steps.tsv"
+    echo "== $name: skipped, $(left) s left (its estimate: $est s)"
     return 1
   fi
-  echo "$got"
+  echo "== $name ($(left) s left)"
+  "run_$name"
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$([ $rc = 0 ] && echo done || echo "failed ($rc)")" \
+    "$((SECONDS - start))" "${NOTE:-}" >> "$WORK/steps.tsv"
+  NOTE=
+  return $rc
 }
 
-phase_corpus() {
-  say "python benchmarks/replicate_corpus.py $CORPUS_SRC $OUT/corpus --copies $COPIES"
-  "$PY" benchmarks/replicate_corpus.py "$CORPUS_SRC" "$OUT/corpus" --copies "$COPIES"
-  # prepare resumes what an earlier try left in OUT/cache; its progress bar goes to a file
-  local prep=(prepare "$OUT/corpus" --out "$OUT/cache" --workers "$PREP_WORKERS" --config "$PRESET"
-              "${CORPUS_SET[@]}")
-  say "myxtts ${prep[*]}"
-  "$PY" -m myxtts "${prep[@]}" > "$OUT/prepare.out" 2>&1 || { tail -20 "$OUT/prepare.out"; return 1; }
-  tail -2 "$OUT/prepare.out"
+say() {  # a command as it runs, with the work folder named WORK
+  local line="$*"
+  echo "+ ${line//$WORK/WORK}"
 }
 
-phase_loader() {
-  myxtts bench loader --data "$OUT/cache" --config "$PRESET" --workers "$WORKERS" --quick \
-    --json "$OUT/bench_loader.json" "${CORPUS_SET[@]}"
+run_setup() {
+  echo "machine: $(uname -srm); $(nproc --all) cores; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  if [ "$SMOKE" = 0 ] && compgen -G ".whl/*.whl" > /dev/null; then
+    say "pip install --no-index --no-deps --target WORK/site .whl/*.whl"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" .whl/*.whl || return 1
+  fi
+  # What prepare and training import beyond PyTorch, numpy, scipy and numba: one clear line
+  # here rather than a traceback in a later step.
+  local check="import sys, soundfile, soxr, librosa.filters, inflect, myxtts.cli, torch; "
+  check+="import importlib.util as u; t = u.find_spec('triton') and __import__('triton'); "
+  check+="print('python', sys.version.split()[0], '| torch', torch.__version__, '| CUDA', torch.version.cuda, "
+  check+="torch.cuda.is_available(), '| triton', t and t.__version__)"
+  say "python -c \"$check\""
+  "$PY" -c "$check" || { echo "gpu_run.sh: setup failed; scripts/gpu_wheels.sh builds the wheels" \
+                               "the steps need into .whl/, to bring along"; return 1; }
 }
 
-phase_bench() {
-  # its own compile cache: train-cold must find none
-  myxtts bench train --data "$OUT/cache" --json "$OUT/bench_train.json" "${BENCH[@]}" \
-    "${CORPUS_SET[@]}" train.compile_cache="$OUT/compile-bench"
-}
-
-train_run() {  # train_run FOLDER [KEY=VALUE ...]: the run both train phases make, to its time budget
-  local run=$1 rc=0
-  shift
-  rm -rf "$run"  # an earlier try's folder would be resumed, not started afresh
-  myxtts train --config "$PRESET" --data "$OUT/cache" --out "$run" --no-progress \
-    train.compile_cache="$OUT/compile" train.time_budget_s="$TRAIN_S" train.max_steps=1000000 \
-    train.log_every=50 train.val_every=1000000 train.sample_every=1000000 \
-    train.checkpoint_every=1000000 data.num_workers="$WORKERS" \
-    "${BUCKET_SET[@]}" "${CORPUS_SET[@]}" "$@" || rc=$?
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne "$EXIT_STOPPED" ]; then
-    return "$rc"
+run_corpus() {
+  # the kernel check runs beside prepare: it needs the GPU, prepare the CPUs
+  say "python benchmarks/gpu_kernels.py --json WORK/kernels.json --timeout-s 120"
+  "$PY" benchmarks/gpu_kernels.py --json "$WORK/kernels.json" --timeout-s 120 > "$WORK/kernels.log" 2>&1 &
+  local kernels=$!
+  say "python benchmarks/replicate_corpus.py $CORPUS_SRC WORK/corpus --copies $COPIES"
+  "$PY" benchmarks/replicate_corpus.py "$CORPUS_SRC" "$WORK/corpus" --copies "$COPIES" || return 1
+  say "myxtts prepare WORK/corpus --out WORK/cache --workers $PREP_WORKERS --config $PRESET ${SET[*]}"
+  "$PY" -m myxtts prepare "$WORK/corpus" --out "$WORK/cache" --workers "$PREP_WORKERS" --config "$PRESET" \
+    "${SET[@]}" > "$WORK/prepare.log" 2>&1 || { tail -20 "$WORK/prepare.log"; return 1; }
+  tail -2 "$WORK/prepare.log"
+  wait "$kernels"
+  cp "$WORK/kernels.json" "$OUT/kernels.json" 2>/dev/null
+  if "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' \
+      "$WORK/kernels.json" 2>/dev/null; then
+    echo "kernel check: passed"
+  else
+    DECODER=(model.decoder=autoregressive)
+    NOTE="kernel check failed: trained model.decoder=autoregressive ($(tail -c 300 "$WORK/kernels.log" | tr '\n\t' '  '))"
+    echo "kernel check: FAILED; the runs train model.decoder=autoregressive instead"
+    tail -30 "$WORK/kernels.log"
   fi
 }
 
-phase_train_cold() {
-  rm -rf "$OUT/compile"
-  train_run "$OUT/run-cold" "${SIZE_SET[@]}"
+# train NAME [KEY=VALUE ...]: myxtts train to TRAIN_S of training; a compile that fails or shows
+# no progress for COMPILE_STALL_S is killed (status 124)
+train() {
+  local name=$1 run=$WORK/runs/$1 log=$WORK/runs/$1.log
+  shift
+  say "myxtts train --config $PRESET --data WORK/cache --out WORK/runs/$name ... $*"
+  TORCH_LOGS=recompiles "$PY" -m myxtts train --config "$PRESET" --data "$WORK/cache" --out "$run" --no-progress \
+    train.compile_cache="$WORK/compile" train.time_budget_s="$TRAIN_S" train.max_steps=1000000 \
+    train.log_every=50 train.val_every=1000000 train.sample_every=1000000 train.checkpoint_every=1000000 \
+    data.num_workers="$WORKERS" "${SET[@]}" "${DECODER[@]}" "$@" > "$log" 2>&1 &
+  local pid=$! last=$SECONDS seen=0 now
+  while kill -0 "$pid" 2> /dev/null; do
+    sleep 2
+    now=$(grep -c "compiled shape\|^step \|compiling the step for shape" "$log")
+    if [ "$now" != "$seen" ]; then seen=$now; last=$SECONDS; fi
+    if grep -q "compiling the step for shape" "$log" && ! grep -q "^step " "$log" \
+        && [ $((SECONDS - last)) -ge "$COMPILE_STALL_S" ]; then
+      echo "no compile progress for $COMPILE_STALL_S s: stopping the run"
+      kill -TERM "$pid"; sleep 5; kill -KILL "$pid" 2> /dev/null
+      wait "$pid" 2> /dev/null
+      tail -5 "$log"
+      return 124
+    fi
+  done
+  wait "$pid"
+  local rc=$?
+  grep -v "^step " "$log" | tail -25
+  [ "$rc" = 0 ] || [ "$rc" = "$EXIT_STOPPED" ]
 }
 
-phase_train_warm() {
-  # What the cold run resolved (frame budget and the batch cap and rate that go with it, precision,
-  # compile mode), given as settings: sizing the batch again could stop at another budget (it has
-  # a time limit), and other shapes would find nothing in the compile cache.
+run_cold() {
+  local mon=()
+  if [ "$SMOKE" = 0 ]; then
+    "$PY" -m myxtts monitor --interval 0.5 --out "$OUT/monitor.csv" > "$WORK/monitor.log" 2>&1 &
+    mon=($!)
+  fi
+  rm -rf "$WORK/compile"
+  train cold "${COLD_SET[@]}"
+  local rc=$?
+  [ ${#mon[@]} = 0 ] || kill -INT "${mon[@]}" 2> /dev/null
+  if [ "$rc" != 0 ]; then
+    # a compile that failed or stalled: an eager run still says how busy the GPU is
+    NOTE="the compiled run failed or stalled (exit $rc): an eager run measured instead"
+    echo "$NOTE"
+    if [ "$(left)" -ge $((TRAIN_S + 60)) ]; then
+      train eager "${COLD_SET[@]}" train.compile=off
+    fi
+    return $rc
+  fi
+}
+
+run_warm() {
+  local mode
+  mode=$("$PY" -c 'import json, sys; c = json.load(open(sys.argv[1]))["compile"]; print(
+    {"off": "eager_fp32", "default": "compiled", "cudagraphs": "compiled_cudagraphs",
+     "regional": "compiled_regional"}[c])' "$WORK/runs/cold/plan.json") || return 1
   local plan
   read -ra plan <<< "$("$PY" -c 'import json, sys; print(
     "data.frame_budget=%(frame_budget)s data.max_batch_size=%(max_batch_size)s train.lr=%(lr)r "
-    "train.precision=%(precision)s train.compile=%(compile)s" % json.load(open(sys.argv[1])))' \
-    "$OUT/run-cold/plan.json")"
-  train_run "$OUT/run-warm" "${plan[@]}"
+    "train.precision=%(precision)s" % json.load(open(sys.argv[1])))' "$WORK/runs/cold/plan.json")"
+  say "myxtts bench train --config $PRESET --data WORK/cache --modes $mode ${BENCH[*]} ${plan[*]}"
+  "$PY" -m myxtts bench train --config "$PRESET" --data "$WORK/cache" --json "$WORK/bench_train.json" \
+    --modes "$mode" "${BENCH[@]}" "${SET[@]}" "${DECODER[@]}" "${plan[@]}" train.compile_cache="$WORK/compile"
 }
 
-phase_record() {
-  local args=("$OUT")
+run_record() {
+  local args=("$WORK" --out "$OUT")
   [ "$SMOKE" = 0 ] || args+=(--smoke)
   [ -z "${COMMIT:-}" ] || args+=(--commit "$COMMIT")
   say "python benchmarks/gpu_record.py ${args[*]}"
   "$PY" benchmarks/gpu_record.py "${args[@]}"
 }
 
-reads() {  # reads A B: does phase A use what phase B made (directly or through another)?
-  local p=$1
-  while [ -n "${READS[$p]:-}" ]; do
-    p=${READS[$p]}
-    [ "$p" != "$2" ] || return 0
-  done
-  return 1
+DECODER=()
+NOTE=
+step setup "${EST[0]}" && step corpus "${EST[1]}" && {
+  step cold "${EST[2]}"
+  [ -f "$WORK/runs/cold/plan.json" ] && step warm "${EST[3]}"
 }
-
-for PHASE in "${ALL[@]}"; do
-  [[ " ${WANT[*]} " == *" $PHASE "* ]] || continue
-  if [ -f "$DONE/$PHASE" ]; then
-    echo "== $PHASE: done ($(cat "$DONE/$PHASE")), skipped"
-    continue
-  fi
-  for need in setup ${READS[$PHASE]:-}; do
-    if [ "$PHASE" != setup ] && [ ! -f "$DONE/$need" ]; then
-      echo "gpu_run.sh: phase $PHASE needs phase $need done first ($DONE/$need is missing)" >&2
-      exit 2
-    fi
-  done
-  echo "== $PHASE"
-  : > "$DONE/$PHASE.commands"
-  start=$SECONDS
-  set +e
-  ( set -euo pipefail; "phase_${PHASE//-/_}" ) 2>&1 | tee "$OUT/$PHASE.log"
-  rc=${PIPESTATUS[0]}
-  set -e
-  if [ "$rc" -ne 0 ]; then
-    echo "gpu_run.sh: phase $PHASE failed (exit $rc); its log: $OUT/$PHASE.log" >&2
-    exit "$rc"
-  fi
-  for later in "${ALL[@]}"; do  # what was made from this phase's earlier output is stale now
-    if [ "$later" = record ] || reads "$later" "$PHASE"; then
-      rm -f "$DONE/$later"
-    fi
-  done
-  echo "finished $(date -u +%Y-%m-%dT%H:%M:%SZ) after $((SECONDS - start)) s" > "$DONE/$PHASE"
-done
+step record "${EST[4]}"
+rc=$?
+# Everything else worth reading, small enough to come back: no cache, corpus or compiled kernels.
+tar -czf "$OUT/rest.tgz" -C "$WORK" --exclude=cache --exclude=corpus --exclude=compile --exclude=site \
+  --exclude='checkpoints' --exclude='tensorboard' --exclude='*.safetensors' . 2> /dev/null
+rm -rf "$WORK"
+echo "== finished after $((SECONDS - T0)) s; OUT holds: $(cd "$OUT" && ls | tr '\n' ' ')"
+exec > /dev/null 2>&1
+wait "$TEE"  # the log is whole before the command returns
+exit $rc

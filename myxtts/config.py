@@ -141,6 +141,9 @@ class TrainConfig:
                            "regional: only the transformer blocks, one compile for every shape")
     compile_cache: str = _f("", help="folder for compiled kernels; empty: $MYXTTS_COMPILE_CACHE "
                                      "or ~/.cache/myxtts/compile")
+    aligner_on_host: bool = _f(False, help="duration decoder on a CUDA GPU: run the alignment search and its "
+                               "CTC loss on the CPU instead of as Triton kernels (two copies to the host and a "
+                               "host sync per step, no CUDA graphs), for a Triton that cannot build them")
     recompute: bool = _f(False, help="recompute each transformer block in the backward pass instead of "
                                      "keeping its activations: less memory, more compute")
     freeze: str = _f("", help="acoustic model parts whose weights stay as they are, comma-separated "

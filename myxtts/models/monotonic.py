@@ -17,6 +17,10 @@ tracing, and reads nothing back to the host:
   its frames, vectorised over tokens (or CTC states), with the lengths read on the device;
 - on the CPU, the numpy search and ATen's CTC loss, which on a CPU cost no copy.
 
+``run_on_host(True)`` (``train.aligner_on_host``) sends CUDA tensors to the CPU implementations
+instead: a copy to the host and back per op, each a host sync, for a Triton that cannot build
+the kernels. A captured CUDA graph cannot hold such a copy, so the run compiles without graphs.
+
 Both implementations give the same path bit for bit and the same loss and gradient to float
 rounding (tests/models/test_monotonic.py; the Triton kernels run there under
 ``TRITON_INTERPRET=1``).
@@ -44,8 +48,20 @@ def _(logp, token_lens, mel_lens):
     return logp.new_empty(logp.shape, dtype=torch.float32)
 
 
+_ON_HOST = False  # CUDA tensors go through the CPU implementations (see run_on_host)
+
+
+def run_on_host(on: bool) -> None:
+    """Route both ops on CUDA tensors to their CPU implementations (``on``) or to the Triton
+    kernels (the default)."""
+    global _ON_HOST
+    _ON_HOST = bool(on)
+
+
 @monotonic_path.register_kernel("cuda")
-def _(logp, token_lens, mel_lens):
+def _path_cuda(logp, token_lens, mel_lens):
+    if _ON_HOST:
+        return monotonic_path(logp.cpu(), token_lens.cpu(), mel_lens.cpu()).to(logp.device)
     from myxtts.models.monotonic_triton import triton_monotonic_path
     return triton_monotonic_path(logp, token_lens, mel_lens)
 
@@ -96,7 +112,10 @@ def _(x, token_lens, mel_lens):
 
 
 @ctc_forward_sum.register_kernel("cuda")
-def _(x, token_lens, mel_lens):
+def _ctc_cuda(x, token_lens, mel_lens):
+    if _ON_HOST:
+        nll, grad = ctc_forward_sum(x.cpu(), token_lens.cpu(), mel_lens.cpu())
+        return nll.to(x.device), grad.to(x.device)
     from myxtts.models.monotonic_triton import triton_ctc_forward_sum
     return triton_ctc_forward_sum(x, token_lens, mel_lens)
 
@@ -111,3 +130,25 @@ def _ctc_backward(ctx, grad_nll, _grad_grad):
 
 
 ctc_forward_sum.register_autograd(_ctc_backward, setup_context=_ctc_setup)
+
+
+def check_device(device: torch.device, seed: int = 0) -> str | None:
+    """Run both ops on ``device`` on a small random batch and compare them with the CPU
+    implementations: None when they agree, else one line saying what failed (a kernel that
+    does not build, or a wrong answer)."""
+    g = torch.Generator().manual_seed(seed)
+    token_lens, mel_lens = torch.tensor([5, 9, 3]), torch.tensor([20, 31, 7])
+    logp = torch.log_softmax(torch.randn(3, 32, 9, generator=g), dim=-1)  # (B, Tm, Tt)
+    x = torch.log_softmax(torch.randn(3, 32, 10, generator=g), dim=-1)  # (B, Tm, 1 + Tt)
+    try:
+        on = [t.to(device) for t in (logp, token_lens, mel_lens)]
+        path = monotonic_path(*on).cpu()
+        nll, grad = (t.cpu() for t in ctc_forward_sum(x.to(device), *on[1:]))
+    except Exception as e:  # a Triton that cannot build or launch the kernels: say what it said
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+    want_nll, want_grad = ctc_forward_sum(x, token_lens, mel_lens)
+    if not torch.equal(path, monotonic_path(logp, token_lens, mel_lens)):
+        return "the alignment search on the device disagrees with the CPU reference"
+    if not (torch.allclose(nll, want_nll, rtol=1e-4, atol=1e-4) and torch.allclose(grad, want_grad, atol=5e-4)):
+        return "the CTC loss on the device disagrees with the CPU reference"
+    return None

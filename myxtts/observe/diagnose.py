@@ -233,6 +233,15 @@ def _r_input(m, bound, why):
 
 def _r_recompiles(m, bound, why):
     n, mb = m.recompiles, m.settings.max_buckets
+    if m.cudagraph_skips:  # the step then ran without a graph and reads as launch-bound
+        yield Finding("high", "CUDA graphs were skipped", f"torch skipped {m.cudagraph_skips} CUDA graph(s): "
+                      "those steps launched every kernel from the host", "`TORCH_LOGS=cudagraphs myxtts train ...` "
+                      "says why (a CPU tensor or a host copy inside the step, a mutated input)", "cudagraph-skips", 80)
+    if m.graphs_compiled and m.graphs_compiled > 1 and m.settings.compile in ("default", "cudagraphs"):
+        yield Finding("medium", f"The step compiled {m.graphs_compiled} times before step 1",
+                      f"{m.graphs_compiled} graphs for {m.n_shapes or 'its'} shapes where one serves all: a guard "
+                      "fixed a size, and each such shape cost a compile", "`TORCH_LOGS=recompiles myxtts train ...` "
+                      "names the guard", "compiled-apart", 40)
     if not n:
         return
     shapes = f", {m.n_shapes} distinct batch shapes seen" if m.n_shapes else ""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from myxtts.models.monotonic import check_device
 from myxtts.observe import loaders as R
 from myxtts.observe.diagnose import (
     INPUT_BOUND_HIGH_PCT,
@@ -46,6 +47,7 @@ from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run, size_batches
 from myxtts.train.distributed import DistInfo
 from myxtts.train.precision import usable_cpus
+from myxtts.train.symbolic import supported_torch, torch_in_range
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
 STEP_TEST_S = 8.0        # time cap of the timed steps
@@ -84,8 +86,15 @@ def _meminfo(key: str) -> int | None:
 def environment(doc: Doc, cfg) -> torch.device:
     E = "environment"
     cuda_build = torch.version.cuda
-    doc.check(E, "torch", "ok" if cuda_build else "info",
-              f"{torch.__version__} ({'CUDA ' + cuda_build if cuda_build else 'CPU-only'} build)")
+    spec = supported_torch()
+    inside = spec is None or torch_in_range(torch.__version__, spec)
+    doc.check(E, "torch", ("ok" if cuda_build else "info") if inside else "warn",
+              f"{torch.__version__} ({'CUDA ' + cuda_build if cuda_build else 'CPU-only'} build)"
+              + (f"; MyXTTS supports torch{spec}" if spec else ""))
+    if not inside:
+        doc.find("high", "A torch release MyXTTS was not checked with",
+                 f"torch {torch.__version__}; MyXTTS supports torch{spec}: the compiled step touches torch "
+                 "internals that change between releases", f"`pip install 'torch{spec}'`", "env-torch-range", 60)
     nvidia_hw = Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
     if not torch.cuda.is_available():
         if not cuda_build and nvidia_hw:
@@ -136,16 +145,45 @@ def environment(doc: Doc, cfg) -> torch.device:
     if cfg.train.precision == "bf16" and not bf16:
         doc.find("high", "bf16 requested on a GPU without it", f"{p.name} has no bf16",
                  "`train.precision=fp16`", "env-bf16", 100)
-    if cfg.train.compile != "off":
+    duration = cfg.model.decoder == "duration"  # its aligner runs Triton kernels, compiled or not
+    if cfg.train.compile != "off" or duration:
         try:
             import triton  # noqa: F401
             doc.check(E, "triton", "ok", f"{triton.__version__} (torch.compile can build GPU kernels)")
         except ImportError:
             doc.check(E, "triton", "fail", "not installed")
-            doc.find("high", "torch.compile cannot build GPU kernels", f"train.compile={cfg.train.compile} "
-                     "needs triton, which is not installed", "`pip install triton` (or `train.compile=off`)",
-                     "env-triton", 90)
+            ways = (["`train.compile=off`"] if cfg.train.compile != "off" else []) + \
+                   (["`train.aligner_on_host=true`"] if duration else [])
+            needs = " and ".join((["train.compile"] if cfg.train.compile != "off" else []) +
+                                 (["the duration decoder's aligner"] if duration else []))
+            doc.find("high", "No triton to build GPU kernels", f"{needs} on CUDA need triton, which is not "
+                     "installed", f"`pip install triton` (or {' and '.join(ways)})", "env-triton", 90)
+            return dev
+    aligner_kernels(doc, cfg, dev)
     return dev
+
+
+def aligner_kernels(doc: Doc, cfg, dev: torch.device, check=check_device) -> None:
+    """The duration decoder's two aligner ops run as Triton kernels on a GPU, whatever
+    train.compile says: try them on a small batch against the CPU reference (``check``, the
+    models' own by default), and name the way around a Triton that cannot build them."""
+    E = "environment"
+    if cfg.model.decoder != "duration" or dev.type != "cuda":
+        return
+    if cfg.train.aligner_on_host:
+        doc.check(E, "aligner kernels", "info", "train.aligner_on_host: the alignment runs on the CPU "
+                  "(two copies to the host per step, no CUDA graphs)")
+        return
+    err = check(dev)
+    if err is None:
+        doc.check(E, "aligner kernels", "ok", "Triton alignment search and CTC loss agree with the CPU reference")
+        return
+    doc.check(E, "aligner kernels", "fail", err)
+    doc.find("high", "The aligner's Triton kernels fail on this GPU",
+             f"the duration decoder (the default model) needs them at every step: {err}",
+             "`train.aligner_on_host=true` (the alignment on the CPU: two copies to the host and a host "
+             "sync per step, no CUDA graphs), or a triton that builds them (`myxtts doctor` checks again)",
+             "env-aligner", 95)
 
 
 def host(doc: Doc, cfg, dev, cache=None, sampler=None) -> None:

@@ -94,6 +94,9 @@ class Measured:
     mfu_pct: float | None = None
     mem_peak_pct: float | None = None
     compile_s: float | None = None         # warm-up spent compiling, before the first timed step
+    graphs_compiled: int | None = None     # graphs the step compiled before step 1 (1: one for every shape)
+    cudagraph_skips: int | None = None     # CUDA graphs torch skipped (those steps ran without one)
+    cudagraph_recordings: int | None = None
     train_s: float | None = None           # wall time after the compile (the timer's warm-up steps included)
     not_measured: dict = field(default_factory=dict)  # {section: reason}
 
@@ -118,7 +121,9 @@ class Measured:
                    gpu=s.get("gpu"),
                    recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
                    padding_pct=s.get("padding_pct"), mem_peak_pct=nvml_memory_pct(s.get("gpu")),
-                   compile_s=compile_s, train_s=train_s, not_measured=nm)
+                   compile_s=compile_s, train_s=train_s, graphs_compiled=s.get("graphs_compiled"),
+                   cudagraph_skips=s.get("cudagraph_skips"), cudagraph_recordings=s.get("cudagraph_recordings"),
+                   not_measured=nm)
 
     # ------------------------------------------------------------------------ derived figures
     def _gpus(self, key: str) -> list[dict]:

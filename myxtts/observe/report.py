@@ -222,7 +222,12 @@ def _recompiles(p: _Page) -> str:
         return p.nm("recompiles", "compilation was not tracked")
     shapes = f" {m.n_shapes} distinct batch shapes." if m.n_shapes is not None else ""
     mode = f" Compile mode: <code>{escape(str(m.settings.compile))}</code>." if m.settings.compile else ""
-    return f"<p><b>{int(m.recompiles)}</b> recompiles after warm-up (target 0).{shapes}{mode}</p>"
+    before = (f" Before step 1 the step compiled <b>{m.graphs_compiled}</b> graph(s) (1 serves every shape)."
+              if m.graphs_compiled is not None else "")
+    graphs = "" if m.cudagraph_skips is None else (
+        f" CUDA graphs: <b>{m.cudagraph_skips}</b> skipped (target 0)"
+        + (f", {m.cudagraph_recordings} recorded" if m.cudagraph_recordings is not None else "") + ".")
+    return f"<p><b>{int(m.recompiles)}</b> recompiles after warm-up (target 0).{shapes}{mode}{before}{graphs}</p>"
 
 
 def _throughput(p: _Page) -> str:

@@ -21,6 +21,7 @@ from myxtts.config import Config
 from myxtts.data.cache import Cache
 from myxtts.data.loader import make_sampler
 from myxtts.errors import UserError
+from myxtts.models.monotonic import run_on_host
 from myxtts.models.vocoder import build_generator
 from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
@@ -106,6 +107,7 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     if stage == "vocoder":
         return _vocoder(cfg, data, info, device, prec, with_batches, plan)
     cache = Cache(data, expect=cfg)
+    run_on_host(host_copies(cfg))
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
     if cfg.train.recompute:
         recompute_blocks(core)
@@ -118,6 +120,11 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
                plan)
+
+
+def host_copies(cfg: Config) -> bool:
+    """Whether the step copies to the host: the duration decoder's aligner run on the CPU."""
+    return cfg.train.aligner_on_host and cfg.model.decoder == "duration"
 
 
 def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
@@ -149,7 +156,7 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
                          "resolved again")
         precision = resolve(cfg.train.precision, device).name
         # The vocoder stage's step runs eagerly whatever train.compile says; its plan says so.
-        mode, note = resolve_compile(cfg.train.compile, device, info.enabled) \
+        mode, note = resolve_compile(cfg.train.compile, device, info.enabled, host_copies(cfg)) \
             if stage == "acoustic" else ("off", "")
         notes += [note] if note else []
     return Plan(device=str(device), device_name=device_name(device), precision=precision,

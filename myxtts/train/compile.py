@@ -36,14 +36,20 @@ import torch
 from myxtts.errors import UserError
 from myxtts.train.batches import BucketBatches, shape_plans
 from myxtts.train.precision import sync
-from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic
+from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic, lookup
 
 # torch.compile's mode for each whole-step setting.
 COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
 
 
-def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tuple[str, str]:
-    """``train.compile`` → the mode this machine runs, and a note for the run header."""
+def resolve_compile(setting: str, device: torch.device, distributed: bool,
+                    host_copies: bool = False) -> tuple[str, str]:
+    """``train.compile`` → the mode this machine runs, and a note for the run header.
+    ``host_copies``: the step copies to the host (``train.aligner_on_host`` with the duration
+    decoder), which no CUDA graph can hold."""
+    if host_copies and device.type == "cuda" and setting == "cudagraphs":
+        raise UserError("train.compile=cudagraphs cannot capture the copies to the host that "
+                        "train.aligner_on_host makes every step; use train.compile=default")
     if setting != "auto":
         return setting, ""
     if device.type != "cuda":
@@ -51,64 +57,81 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool) -> tu
     if distributed:
         return "default", ("auto: inductor without CUDA graphs under DDP (the gradient all-reduce "
                            "runs between the compiled pieces, outside any graph)")
+    if host_copies:
+        return "default", ("auto: inductor without CUDA graphs (train.aligner_on_host copies to the "
+                           "host every step)")
     return "cudagraphs", "auto: inductor with CUDA graphs"
 
 
-def compile_step(step, mode: str, backend: str | None = None) -> None:
+def compile_step(step, mode: str, backend: str | None = None) -> list[str]:
     """Apply ``train.compile`` (already resolved: off, default, cudagraphs or regional) to a
     training step: the one place a step is compiled. ``backend`` overrides torch.compile's
-    (inductor); the tests pass aot_eager."""
-    step.compile_mode = mode
+    (inductor); the tests pass aot_eager. → one line for each way this torch release keeps the
+    shapes less symbolic than the newest (``train.symbolic``), also kept as
+    ``step.compile_notes`` for the run header."""
+    step.compile_mode, step.compile_notes = mode, []
     if mode == "off":
-        return
+        return []
     device = step.precision.device
     if mode == "cudagraphs" and device.type != "cuda":
         raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
-    _allow_many_shapes()
-    _constant_floats()
-    kw = {"backend": backend} if backend else {}
+    step.compile_notes = keep_shapes_symbolic(device)
     if mode == "regional":
         compile_blocks(step.core, backend)
-        return
-    keep_shapes_symbolic(device)
+        return step.compile_notes
+    if mode == "cudagraphs" and not count_recordings():
+        step.compile_notes.append(f"torch {torch.__version__} has no dynamo compile callbacks: CUDA "
+                                  "graph recordings are not counted")
+    kw = {"backend": backend} if backend else {}
     step.loss_fn = torch.compile(step.forward_loss, mode=COMPILE_MODES[mode], dynamic=True, **kw)
     if device.type == "cpu":
         step.loss_fn = aten_convolutions(step.loss_fn)
+    return step.compile_notes
+
+
+def _counters():
+    """dynamo's counters (a private name: an empty table where this torch lacks it)."""
+    try:
+        return lookup("torch._dynamo.utils:counters")
+    except (AttributeError, ImportError):
+        from collections import Counter, defaultdict
+        return defaultdict(Counter)
+
+
+_recordings = [0]  # CUDA graphs recorded in this process (count_recordings)
+
+
+def count_recordings() -> bool:
+    """Count the CUDA graphs torch records from now on, once per process, through dynamo's
+    compile callbacks (a private API: False, and nothing counted, where this torch lacks it)."""
+    if getattr(count_recordings, "on", False):
+        return True
+    try:
+        handler = lookup("torch._dynamo.callback:callback_handler")
+        recording = lookup("torch._dynamo.callback:CallbackTrigger").CUDAGRAPH_RECORDING
+    except (AttributeError, ImportError):
+        return False
+
+    def seen(args) -> None:
+        if args.callback_trigger == recording:
+            _recordings[0] += 1
+
+    handler.register_start_callback(seen)
+    count_recordings.on = True
+    return True
+
+
+def cudagraph_counts() -> dict:
+    """CUDA graphs torch skipped (the step then ran without one: it reads as launch-bound;
+    ``TORCH_LOGS=cudagraphs`` says why) and recorded in this process. A shape records its
+    graphs once (forward and backward); more recordings than that are re-recordings."""
+    return {"cudagraph_skips": int(_counters()["inductor"]["cudagraph_skips"]),
+            "cudagraph_recordings": _recordings[0] if getattr(count_recordings, "on", False) else None}
 
 
 def compiled_graphs() -> int:
     """Graphs dynamo has compiled in this process so far (one per new shape or recompile)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-def _allow_many_shapes(n: int = 64) -> None:
-    # A graph that specialised after all (a batch of one, a guard only a CPU kernel adds) is one
-    # more cache entry; the default limit (8) would fall back to eager. Newer releases renamed
-    # the knob.
-    import torch._dynamo.config as dcfg
-
-    for knob in ("cache_size_limit", "recompile_limit"):
-        if hasattr(dcfg, knob):
-            setattr(dcfg, knob, max(getattr(dcfg, knob), n))
-    if hasattr(dcfg, "accumulated_cache_size_limit"):
-        dcfg.accumulated_cache_size_limit = max(dcfg.accumulated_cache_size_limit, 4 * n)
-    import torch._inductor.config as icfg
-
-    # CUDA graphs record one graph per shape; more than 8 shapes is expected, not a warning.
-    icfg.triton.cudagraph_dynamic_shape_warn_limit = None
-
-
-def _constant_floats() -> None:
-    # The step's Python floats (module constants such as a -1e4 mask fill, loss weights) never
-    # change. Traced as symbols, which dynamic=True does by default, one of them could not be
-    # turned into a tensor and dynamo restarted its analysis: a second trace of the whole step,
-    # 20 of the 29 s of a warm start on the CPU (tiny). A float that did change per step would
-    # show as a recompile, which the loop counts.
-    import torch._dynamo.config as dcfg
-
-    dcfg.specialize_float = True
+    return int(_counters()["stats"]["unique_graphs"])
 
 
 def compile_blocks(model: torch.nn.Module, backend: str | None = None) -> int:
@@ -153,23 +176,30 @@ def use_cache(setting: str = "") -> Path:
     Torch writes its default folder (under /tmp) into ``TORCHINDUCTOR_CACHE_DIR`` the first time
     anything asks for it (``torch.use_deterministic_algorithms`` does), so a value equal to that
     default was chosen by nobody and is replaced; ``train.compile_cache`` replaces any value."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
     path = cache_dir(setting)
     path.mkdir(parents=True, exist_ok=True)
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if setting or chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
+    if setting or chosen is None or os.path.abspath(chosen) == os.path.abspath(_torch_default_cache()):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path / "inductor")
     if setting or "TRITON_CACHE_DIR" not in os.environ:
         os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
     return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
 
 
+def _torch_default_cache() -> str:
+    """The folder inductor writes to when nobody chose one (a private name; where this torch
+    lacks it, the rule of torch 2.11 to 2.14: the temp folder's torchinductor_USER)."""
+    try:
+        return lookup("torch._inductor.runtime.cache_dir_utils:default_cache_dir")()
+    except (AttributeError, ImportError):
+        import getpass
+        import tempfile
+        return os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser().replace(os.sep, "_"))
+
+
 def cache_hits() -> tuple[int, int]:
     """(hits, misses) of inductor's compiled-graph cache in this process so far."""
-    from torch._dynamo.utils import counters
-
-    c = counters["inductor"]
+    c = _counters()["inductor"]
     return int(c["fxgraph_cache_hit"]), int(c["fxgraph_cache_miss"])
 
 

@@ -38,14 +38,27 @@ class TrainLog:
         self._jsonl.write(json.dumps(rec) + "\n")
         self._jsonl.flush()
 
+    def training_started(self) -> None:
+        """The loop starts: ``train.time_budget_s`` counts from now."""
+        self._loop_t0 = time.perf_counter()
+
     def _line(self, step: int, parts: list[str]) -> None:
+        budget = self.cfg.train.time_budget_s
         if self._progress and self._bar is None:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.cfg.train.max_steps, initial=step, desc="train",
-                             unit="step", file=sys.stderr, dynamic_ncols=True)
+            if budget:  # the budget ends the run: the bar and its ETA follow the clock
+                self._bar = tqdm(total=budget, desc="train", unit="s", file=sys.stderr, dynamic_ncols=True,
+                                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}]{postfix}")
+            else:
+                self._bar = tqdm(total=self.cfg.train.max_steps, initial=step, desc="train",
+                                 unit="step", file=sys.stderr, dynamic_ncols=True)
         if self._bar is not None:
-            self._bar.n = step
+            if budget:
+                self._bar.n = min(budget, time.perf_counter() - getattr(self, "_loop_t0", self._t0))
+                parts = [f"step {step}/{self.cfg.train.max_steps}", *parts]
+            else:
+                self._bar.n = step
             self._bar.set_postfix_str(" | ".join(parts), refresh=True)
         else:
             self.say(f"step {step}/{self.cfg.train.max_steps} | " + " | ".join(parts))

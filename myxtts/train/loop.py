@@ -153,6 +153,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     stopper = StopRequested()
     stopped = None
     t_start = time.perf_counter()
+    log.training_started()
     # Host reads happen on logging steps, plus one scalar every max_nonfinite steps so a run
     # of non-finite steps is caught in time even when logging is sparse.
     check_every = min(cfg.log_every, cfg.max_nonfinite)

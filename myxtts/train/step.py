@@ -106,7 +106,7 @@ class TrainStep(StepCounters):
         self.params = [p for p in core.parameters() if p.requires_grad]
         super().__init__(precision.device)
         self.micro_batches = cfg.grad_accum
-        self.compile_mode = "off"
+        self.compile_mode, self.compile_notes = "off", []  # set by train.compile.compile_step
         self.nonfinite_hint = "lower train.lr, check the data, or use train.precision=fp32"
         # Objects with phase(name), told where forward, backward (with clipping) and optimizer
         # (with the schedule) start: measurement from outside (train.timers, profile ranges).

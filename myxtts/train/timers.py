@@ -29,10 +29,12 @@ CUDA events are recorded every step but read lazily: ``flush()`` (called by ``wi
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -134,6 +136,16 @@ class _Acc:
     shapes: dict = field(default_factory=dict)
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc), None where that cannot be read."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class StepTimer:
     """Times the steps of one ``Loop``: see the module docstring for what each figure means."""
 
@@ -146,6 +158,10 @@ class StepTimer:
         self._clock = _CudaClock(device) if self.on_cuda else _HostClock(now)
         self._now = now
         self.origin = now() if origin is None else origin  # time to full speed counts from here
+        # ... and also from the start of the process (imports, building, the batch-size probe)
+        age = process_age_s()
+        since_origin = time.perf_counter() - self.origin if now is time.perf_counter else 0.0
+        self.process_age_at_origin = None if age is None else age - since_origin
         self.warmup_steps = warmup_steps
         self.frames_per_second = frames_per_second
         self.step = 0                       # steps completed (step_done calls)
@@ -262,7 +278,10 @@ class StepTimer:
     def summary(self) -> dict:
         """Statistics of all steps after warm-up (waits once for outstanding events)."""
         self.flush(wait=True)
-        return {**self._stats(self._total), "time_to_full_speed_s": self.full_speed_s()}
+        full = self.full_speed_s()
+        since_start = None if full is None or self.process_age_at_origin is None else full + self.process_age_at_origin
+        return {**self._stats(self._total), "time_to_full_speed_s": full,
+                "time_to_full_speed_from_process_start_s": since_start}
 
     def full_speed_s(self) -> float | None:
         """Seconds from ``origin`` to the end of the first step from which ``FULL_SPEED_RUN``

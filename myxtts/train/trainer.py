@@ -18,7 +18,7 @@ from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train import finetune
 from myxtts.train.build import Run, build_run, resolve_plan
-from myxtts.train.compile import cache_hits, compile_shapes
+from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs, cudagraph_counts
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
 from myxtts.train.plan import Plan
@@ -91,6 +91,8 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
 
     summary = fit(loop, out, log, after_step)
     summary.update(compiled)
+    if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
+        summary.update(cudagraph_counts())
     summary.update(run.plan.to_dict(), asked=asked_settings(asked))  # as resolved, and as asked
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(run)
@@ -127,19 +129,28 @@ def _compile_up_front(run: Run, log) -> dict:
     if run.step_fn.compile_mode == "off":
         return {"compile_s": 0.0}
     n = len(run.shapes)
+    for note in run.step_fn.compile_notes:
+        log.say(note)
     log.say(f"compiling the step for {n} batch shapes (kernels cached in "
             f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR')})")
 
     hits0, misses0 = cache_hits()
+    graphs0 = compiled_graphs()
     log.compiling(0, n, 0.0)
-    seconds = sum(compile_shapes(run, log.compiling))
+    by_shape = compile_shapes(run, log.compiling)
+    seconds = sum(by_shape)
     hits, misses = cache_hits()
     hits, misses = hits - hits0, misses - misses0
+    graphs = compiled_graphs() - graphs0
     what = ("a forward and a backward per block kind, shared by every shape" if run.step_fn.compile_mode == "regional"
             else "a forward and a backward per shape")
     log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} of {hits + misses} "
             f"graphs ({what}) loaded, {misses} compiled anew")
-    return {"compile_s": seconds, "compile_cache_hits": hits, "compile_cache_misses": misses}
+    if graphs > 1 and run.step_fn.compile_mode != "regional":
+        log.say(f"the step compiled {graphs} times for {n} shapes: something in this torch fixed a size "
+                "(TORCH_LOGS=recompiles says which); every such shape costs a compile")
+    return {"compile_s": seconds, "compile_s_by_shape": [round(s, 3) for s in by_shape],
+            "graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 
 @torch.no_grad()

@@ -32,7 +32,7 @@ class VocoderStep(StepCounters):
     """One generator update; keeps running loss sums on the device."""
 
     micro_batches = 1  # one batch per update; the segments make the batch size
-    compile_mode = "off"
+    compile_mode, compile_notes = "off", ()  # never compiled
     nonfinite_hint = "lower vocoder.lr or use train.precision=fp32"
 
     def __init__(self, cfg: Config, gen, precision, epoch_len: int):

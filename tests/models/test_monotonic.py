@@ -1,38 +1,27 @@
 """The aligner's custom ops (models.monotonic): registered soundly for tracing and autograd, and
 their Triton kernels, run on the CPU by Triton's interpreter, give the reference's path bit for
 bit and ATen's CTC loss and gradient, on random batches with the edge cases and on a real one."""
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from myxtts.models.aligner import MASKED
-from myxtts.models.monotonic import ctc_forward_sum, monotonic_path, search
+from benchmarks.gpu_kernels import cases as kernel_cases
+from myxtts.models.monotonic import ctc_forward_sum, monotonic_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cases():
-    """(name, logp (B, Tm, Tt), token_lens, mel_lens): padded tokens MASKED, as the aligner
-    gives them, and rows with one token, as many tokens as frames, fewer frames than tokens
-    (no path fits) and no frames at all."""
-    g = torch.Generator().manual_seed(0)
-    out = []
-    token_lens = torch.tensor([12, 1, 9, 12, 5, 3])
-    mel_lens = torch.tensor([40, 17, 9, 7, 0, 33])
-    logp = torch.log_softmax(torch.randn(6, 40, 12, generator=g) * 4, dim=-1)
-    for b, n in enumerate(token_lens.tolist()):
-        logp[b, :, n:] = MASKED
-    out.append(("edge cases", logp, token_lens, mel_lens))
-    flat = torch.zeros(3, 24, 8)  # every path ties: the tie-break decides
-    out.append(("ties", flat, torch.tensor([8, 5, 2]), torch.tensor([24, 11, 24])))
-    out.append(("real batch", *_real_logp()))
-    return out
+    """(name, logp (B, Tm, Tt), token_lens, mel_lens): the kernel check's own, the first with
+    padded tokens MASKED, as the aligner gives them, and rows with one token, as many tokens as
+    frames, fewer frames than tokens (no path fits) and no frames at all."""
+    return kernel_cases((4, 96, 32))
 
 
 def _real_logp():
@@ -53,32 +42,34 @@ def _real_logp():
     return logp, batch["token_lens"], batch["mel_lens"]
 
 
-def compare_triton_with_reference() -> None:
-    """Run with TRITON_INTERPRET=1 (set before triton is imported): raises on any mismatch."""
-    from myxtts.models.monotonic_triton import triton_ctc_forward_sum, triton_monotonic_path
-
-    np.seterr(all="ignore")  # the interpreter's log(0) = -inf is intended
-    for name, logp, token_lens, mel_lens in cases():
-        want = torch.from_numpy(search(logp.float().numpy(), token_lens.numpy(), mel_lens.numpy()))
-        got = triton_monotonic_path(logp, token_lens, mel_lens)
-        assert torch.equal(got, want), f"{name}: path differs in {int((got != want).sum())} cells"
-        x = torch.log_softmax(F.pad(logp, (1, 0), value=-1.0), dim=-1)
-        nll_ref, grad_ref = ctc_forward_sum(x, token_lens, mel_lens)
-        nll, grad = triton_ctc_forward_sum(x, token_lens, mel_lens)
-        torch.testing.assert_close(nll, nll_ref, rtol=1e-5, atol=1e-4, msg=name)
-        # float32 sums over up to 800 frames, in another order than ATen's
-        torch.testing.assert_close(grad, grad_ref, rtol=1e-3, atol=5e-4, msg=name)
-        print(f"{name}: path equal, nll {nll.tolist()}")
+REAL_BATCH = """
+import numpy as np, torch
+from benchmarks.gpu_kernels import compare
+from myxtts.models.monotonic_triton import triton_ctc_forward_sum, triton_monotonic_path
+from tests.models.test_monotonic import _real_logp
+np.seterr(all="ignore")
+r = compare(("real batch", *_real_logp()), triton_monotonic_path, triton_ctc_forward_sum)
+assert r["ok"], r
+print("real batch ok")
+"""
 
 
-def test_triton_kernels_match_the_reference_search_and_atens_ctc():
+def test_triton_kernels_match_the_reference_search_and_atens_ctc(tmp_path):
+    """benchmarks/gpu_kernels.py as the test suite runs it (Triton's interpreter on a CPU): the
+    edge cases, ties and a random batch; then the same comparison on a real batch."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    code = "from tests.models.test_monotonic import compare_triton_with_reference as c; c()"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+    report = tmp_path / "kernels.json"
+    done = subprocess.run([sys.executable, "benchmarks/gpu_kernels.py", "--json", str(report)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    r = json.loads(report.read_text())
+    assert r["interpreted"] and r["ok"] and r["status"] == "done", r
+    assert [c["case"] for c in r["cases"]] == ["edge cases", "ties", "random 4x96x32"]
+    assert all(c["path_equal"] and c["ok"] for c in r["cases"]) and "CUDA" in r["not_run"]
+    done = subprocess.run([sys.executable, "-c", REAL_BATCH], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("path equal") == 3, done.stdout  # every case ran
+    assert done.returncode == 0 and "real batch ok" in done.stdout, done.stderr[-3000:]
 
 
 def test_reference_edge_cases():
@@ -117,3 +108,30 @@ def test_ops_trace_as_single_nodes_with_sound_registrations():
     (g_e,) = torch.autograd.grad(fn(logits), logits)
     torch.testing.assert_close(g_c, g_e)
     assert g_e.abs().sum() > 0
+
+
+def test_the_host_route_gives_the_reference_answers(monkeypatch):
+    """train.aligner_on_host: the CUDA implementations hand their tensors to the CPU ones (run
+    here on CPU tensors, where the copies are no-ops) and give their answers unchanged."""
+    from myxtts.models import monotonic
+
+    (_, logp, token_lens, mel_lens), *_ = cases()
+    x = torch.log_softmax(F.pad(logp, (1, 0), value=-1.0), dim=-1)
+    monkeypatch.setattr(monotonic, "_ON_HOST", False)
+    monotonic.run_on_host(True)
+    assert torch.equal(monotonic._path_cuda(logp, token_lens, mel_lens), monotonic_path(logp, token_lens, mel_lens))
+    for got, want in zip(monotonic._ctc_cuda(x, token_lens, mel_lens), ctc_forward_sum(x, token_lens, mel_lens)):
+        assert torch.equal(got, want)
+
+
+def test_the_device_check_says_what_failed(monkeypatch):
+    from myxtts.models import monotonic
+
+    assert monotonic.check_device(torch.device("cpu")) is None
+
+    def broken(*args):
+        raise RuntimeError("CompilationError at 41:8: unsupported loop bound\nmore lines")
+
+    monkeypatch.setattr(monotonic, "monotonic_path", broken)
+    said = monotonic.check_device(torch.device("cpu"))
+    assert said == "RuntimeError: CompilationError at 41:8: unsupported loop bound"

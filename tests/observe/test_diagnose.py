@@ -164,3 +164,16 @@ def test_gpu_summary_input_uses_the_least_busy_working_gpu():
         {"index": 0, "util": summarize([97] * 10).as_dict(), "throttle_pct": {}},
         {"index": 1, "util": summarize([60] * 10).as_dict(), "throttle_pct": {}}]})
     assert classify(m)[0] == "launch-bound"
+
+
+def test_skipped_cuda_graphs_and_a_step_compiled_apart_are_named():
+    """A skipped CUDA graph reads as launch-bound, and shapes compiled apart before step 1 read
+    as zero recompiles: both come from counts the run keeps, and each gets its own finding."""
+    m, *_ = runs.launch_bound()
+    m = dataclasses.replace(m, settings=with_settings(compile="cudagraphs"), cudagraph_skips=2,
+                            cudagraph_recordings=16, graphs_compiled=8, n_shapes=8, recompiles=0)
+    rules = {f.rule: f for f in diagnose(m).findings}
+    assert "TORCH_LOGS=cudagraphs" in rules["cudagraph-skips"].action
+    assert "8 graphs for 8 shapes" in rules["compiled-apart"].evidence
+    clean = dataclasses.replace(m, cudagraph_skips=0, graphs_compiled=1)
+    assert not {"cudagraph-skips", "compiled-apart"} & {f.rule for f in diagnose(clean).findings}

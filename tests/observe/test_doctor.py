@@ -121,3 +121,36 @@ def test_doctor_judges_the_budget_auto_resolves_to(observe_cache, monkeypatch): 
     assert any(c["name"] == "frame budget" and "4800" in c["detail"] for c in r["checks"])
     (f,) = [f for f in r["findings"] if f["rule"] == "memory"]
     assert "at data.frame_budget=4800 (< 25 %)" in f["evidence"]
+
+
+def test_a_gpu_whose_triton_cannot_build_the_aligner_is_told_the_way_around():
+    cuda = torch.device("cuda", 0)
+
+    def broken(dev):
+        return "CompilationError: at 41:8: unsupported"
+
+    doc = D.Doc()
+    D.aligner_kernels(doc, load("tiny"), cuda, check=broken)  # the default model
+    (f,) = doc.findings
+    assert f.severity == "high" and "train.aligner_on_host=true" in f.action and "41:8" in f.evidence
+    assert [c["status"] for c in doc.checks if c["name"] == "aligner kernels"] == ["fail"]
+    for cfg in (load("tiny", ["train.aligner_on_host=true"]), load("tiny", ["model.decoder=autoregressive"])):
+        doc = D.Doc()
+        D.aligner_kernels(doc, cfg, cuda, check=broken)
+        assert not doc.findings  # the way around taken, or a model without the aligner
+    doc = D.Doc()
+    D.aligner_kernels(doc, load("tiny"), cuda, check=lambda dev: None)
+    assert not doc.findings and doc.checks[0]["status"] == "ok"
+
+
+def test_a_torch_outside_the_supported_range_is_named(monkeypatch):
+    from myxtts.train.symbolic import supported_torch, torch_in_range
+
+    spec = supported_torch()
+    assert spec and torch_in_range(torch.__version__, spec)  # the installed package's own range
+    assert not torch_in_range("2.10.1", spec) and torch_in_range("2.11.0+cu130", spec)
+    monkeypatch.setattr(torch, "__version__", "2.10.1+cpu")
+    doc = D.Doc()
+    D.environment(doc, load("tiny"))
+    f = next(f for f in doc.findings if f.rule == "env-torch-range")
+    assert "2.10.1" in f.evidence and spec in f.action
