@@ -9,7 +9,7 @@ the run: each is listed in ``report.json`` with its reason; a corpus with nothin
 no cache (no meta.json) and an error that says why.
 
 Stopping: SIGINT or SIGTERM to the whole process group reaches the main process only (workers
-ignore both, see :mod:`myxtts.data.workers`). It ends its workers, keeps every finished shard,
+ignore both or are out of the group, see :mod:`myxtts.data.workers`). It ends its workers, keeps every finished shard,
 says how many there are, and exits: SIGINT as KeyboardInterrupt (status 130 from the command
 line), SIGTERM with status 143 (128 + 15, what a shell shows for a process it killed). A rerun
 resumes.
@@ -63,12 +63,12 @@ def _process(job: tuple) -> tuple:
     return ("ok", mel, pcm)
 
 
-def _init_worker(ended) -> None:
+def _init_worker() -> None:
     import torch
 
     torch.set_num_threads(1)  # one process per core is the parallelism; threads would fight
-    # The group's signals are the main process's call; ``ended`` is set before it ends the pool.
-    ignore_stop_signals(starting_slowly=True, ended=ended)
+    # The group's signals are the main process's call; it ends the pool.
+    ignore_stop_signals(starting_slowly=True, own_group=True)
 
 
 class _Terminated(BaseException):
@@ -238,9 +238,8 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     pool = None
     if workers > 1:
         ctx = mp.get_context("spawn")
-        ended = ctx.Event()
         with hold_stop_signals(spawn=True):  # so workers ignore the group's signals from the start
-            pool = ctx.Pool(workers, initializer=_init_worker, initargs=(ended,))
+            pool = ctx.Pool(workers, initializer=_init_worker)
     bar = tqdm(total=total, desc="prepare", unit="utt", disable=not progress, file=sys.stderr)
     try:
         for j in todo:
@@ -274,7 +273,6 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     finally:
         bar.close()
         if pool:
-            ended.set()
             pool.terminate()
     stats["seconds"] = time.perf_counter() - t0
     return stats

@@ -14,6 +14,14 @@ first instruction, not only once their start-up (seconds, for a spawned process 
 torch) reaches the initializer. The same thread ends the worker within a second of its parent
 dying without ending it (SIGKILL, a crash); a pool worker would otherwise wait for tasks forever.
 Where the platform lacks ``sigtimedwait`` (macOS), workers ignore SIGINT only.
+
+A worker of a ``multiprocessing.Pool`` (prepare's) leaves the job's process group as it starts.
+Two pending SIGTERMs merge into one, so on a machine too busy to run the watching thread
+between them, the group's signal could hide the parent's, and ``Pool.terminate()`` would wait
+for that worker forever. Nor may a pool worker end on its own while its parent still uses the
+pool: an idle worker holds the task queue's lock while it waits for a task, and
+``Pool.terminate()`` takes that lock first, so it would wait forever too. Out of the group, a
+pool worker hears SIGTERM from its parent only (and from a user who names its pid).
 """
 from __future__ import annotations
 
@@ -52,18 +60,18 @@ def hold_stop_signals(spawn: bool = False):
 
 
 def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_POLL_S,
-                        ended=None) -> None:
+                        own_group: bool = False) -> None:
     """In a worker process, from its initializer: ignore SIGINT; exit on a SIGTERM from the
     parent only, or when the parent is gone.
 
     The exit status is 0, as with torch's own handler, so the main process does not take the
-    worker's end for a crash. ``starting_slowly`` (a spawned worker that spent seconds importing
-    torch): exit at once if any SIGTERM arrived meanwhile. Two pending SIGTERMs merge into one,
-    so the group's may have hidden the parent's (Pool.terminate() then waits for this worker
-    forever); the worker holds no lock and has done no work yet, so leaving is safe. The same
-    merge can happen later, on a machine too busy to run the watching thread in between:
-    ``ended``, an event the parent sets before it ends its workers, covers that case."""
+    worker's end for a crash. ``own_group``: leave the process group first (a pool worker, see
+    above). ``starting_slowly`` (a spawned worker that spent seconds importing torch): exit at
+    once if any SIGTERM arrived meanwhile, the group's included, since it may hide the parent's;
+    the worker holds no lock and has done no work yet, so leaving is safe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if own_group:  # before the check below: a group signal from now on cannot reach this process
+        os.setpgid(0, 0)
     if not _CAN_WAIT:
         return
     # Threads started from here on inherit the block; those started before it (while held)
@@ -78,8 +86,7 @@ def ignore_stop_signals(starting_slowly: bool = False, poll_s: float = PARENT_PO
     def watch():
         while True:
             info = signal.sigtimedwait({signal.SIGTERM}, poll_s)
-            if (info is not None and info.si_pid == parent) or os.getppid() != parent or \
-                    (ended is not None and ended.is_set()):
+            if (info is not None and info.si_pid == parent) or os.getppid() != parent:
                 os._exit(0)
 
     threading.Thread(target=watch, name="myxtts-stop-signals", daemon=True).start()

@@ -186,29 +186,36 @@ def test_a_pool_worker_signalled_while_starting_still_ends_with_the_pool():
             os.kill(worker, signal.SIGKILL)
 
 
-def _wait_for_end(ended) -> None:
-    ignore_stop_signals(poll_s=0.1, ended=ended)
-    while True:
-        time.sleep(1)
+def _square(x: int) -> int:
+    return x * x
 
 
-def test_a_pool_worker_whose_parents_sigterm_merged_with_the_groups_still_ends():
+def test_a_prepare_pool_worker_leaves_the_group_and_ends_only_with_the_pool():
+    """Out of the group, no SIGTERM of the group's can merge with (and hide) the parent's; and
+    the worker does not end on its own while idle, holding the task queue's lock that
+    Pool.terminate() takes first."""
+    from myxtts.data.prepare import _init_worker
+
     ctx = mp.get_context("spawn")
-    ended = ctx.Event()
+    before = {p.pid for p in mp.active_children()}
     with hold_stop_signals(spawn=True):
-        worker = ctx.Process(target=_wait_for_end, args=(ended,))
-        worker.start()
+        pool = ctx.Pool(1, initializer=_init_worker)
+    (worker,) = [p.pid for p in mp.active_children() if p.pid not in before]
     try:
-        time.sleep(3)  # started and watching
-        subprocess.run(["kill", "-TERM", str(worker.pid)], check=True)  # the group's (and hidden in
-        time.sleep(0.5)                                                 # it, the parent's)
-        assert worker.is_alive()
-        ended.set()  # what the parent does before it ends its pool
-        worker.join(30)
-        assert worker.exitcode == 0
+        assert pool.map(_square, range(4)) == [0, 1, 4, 9]  # started: its initializer has run
+        assert int(_proc_stat(worker)[2]) == worker != os.getpgid(0)
+        subprocess.run(["kill", "-TERM", str(worker)], check=True)  # not its parent's: ignored
+        time.sleep(1.5)  # longer than the watching thread's poll
+        assert _alive(worker)
+        assert pool.map(_square, [5]) == [25]
+        ender = threading.Thread(target=pool.terminate)
+        ender.start()
+        ender.join(60)
+        assert not ender.is_alive(), "Pool.terminate() waits for the worker forever"
+        assert _wait_until_gone([worker], 15) == []
     finally:
-        if worker.is_alive():
-            worker.kill()
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -244,6 +251,7 @@ def test_prepare_stops_cleanly_on_a_group_signal_and_resumes(corpus, tmp_path, s
     out = tmp_path / "cache"
     p = _start_prepare(corpus, out)
     try:
+        workers = _live(p.pid, 1)  # and the resource tracker; the workers have left the group
         os.killpg(p.pid, sig)
         _, err = p.communicate(timeout=120)
     finally:
@@ -256,7 +264,7 @@ def test_prepare_stops_cleanly_on_a_group_signal_and_resumes(corpus, tmp_path, s
     assert 1 <= kept < 16
     assert sum((d / "shard.json").is_file() for d in (out / "shards").iterdir()) == kept
     assert not (out / "meta.json").exists()
-    assert _wait_until_gone(_live(p.pid, 2), 15) == []  # workers and resource tracker
+    assert _wait_until_gone(workers + _live(p.pid, 2), 15) == []
     if sig == signal.SIGTERM:  # the rerun does the rest only
         report = prepare(corpus, out, load(), workers=1, chunk_size=2, progress=False)
         assert f"resuming: {kept} of 16 chunks already prepared in {out}" in capsys.readouterr().err
