@@ -4,11 +4,8 @@ Each text is split into sentences (see :mod:`myxtts.text.sentences`); all senten
 synthesised together (sorted by length, in batches), each stopping on its own stop token, and
 each text's sentences are joined with a short pause. Every result says whether it is silent and
 whether a sentence ran into ``model.max_decoder_steps`` instead of stopping; both are warned
-about. The reference clip may have any sample rate, channel count and soundfile format; it
-is conditioned exactly like training audio (resample, trim, loudness) and must hold 0.5-10 s of
-sound (longer clips are cut to their first 10 s). Without ``--reference`` the model's *neutral
-voice* is used: the reference is fully masked out and the resampler's learned latents alone
-condition the decoder (trained through ``model.ref_dropout``).
+about. Speaking itself, and the rule for the reference clip (any format; cut to the
+``data.ref_seconds`` training used; none: the neutral voice), is :mod:`myxtts.speak`'s.
 
 Mels become audio through the run's own vocoder (``RUN/vocoder``), the one ``--vocoder`` names,
 or Griffin-Lim where there is none (it needs no training but sounds noticeably worse); the
@@ -16,7 +13,6 @@ command says which (:mod:`myxtts.vocode`).
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,21 +20,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from myxtts import audio, vocode
+from myxtts import audio, speak, vocode
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
+from myxtts.speak import SILENT_DBFS, dbfs
 from myxtts.text import echo
 
-MIN_REF_SECONDS, MAX_REF_SECONDS = 0.5, 10.0
-SILENT_DBFS = -60.0  # a reference or an output whose level stays below this is silence
 PAUSE_SECONDS = 0.25  # silence between the sentences of one text (rounded to whole hops)
 # Sentence length limit: the decoder cap in seconds times a slow reading rate (read speech in
 # LJSpeech and the demo corpus runs at about 15-18 characters per second).
 CHARS_PER_SECOND = 10
-
-
-def dbfs(x: float) -> float:
-    return 20 * math.log10(max(x, 1e-10))
 
 
 @dataclass
@@ -124,90 +115,36 @@ class Synthesizer:
 
         a, m = self.cfg.audio, self.cfg.model
         cap_seconds = m.max_decoder_steps * m.reduction * a.hop_length / a.sample_rate
-        parts = split_sentences(self.text.normalize(text), int(cap_seconds * CHARS_PER_SECOND))
-        return parts or [text]  # an empty text still gets encode's clear error
+        norm = self.text.normalize(text)
+        return split_sentences(norm, int(cap_seconds * CHARS_PER_SECOND)) or [norm]  # empty:
+        # the encoder's clear error
 
-    def encode(self, texts: list[str]):
-        """→ tokens (B, Tt) long, token_lens (B,). Characters the model was not trained on are
-        read as their nearest known symbol (with a warning); unknown letters are an error."""
-        ids = [self.text.encode(t, warn=self.log) for t in texts]
-        tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
-        for i, seq in enumerate(ids):
-            tokens[i, :len(seq)] = torch.tensor(seq)
-        return tokens, torch.tensor([len(s) for s in ids])
-
-    def reference(self, path=None):
-        """A wav file → ref_mel (1, Tr, M), ref_lens (1,); None → neutral voice (length 0)."""
-        a = self.cfg.audio
-        if path is None:
-            silence = torch.full((1, 1, a.n_mels), math.log(audio.LOG_FLOOR))
-            return silence, torch.zeros(1, dtype=torch.long)
-        try:
-            wav = audio.load_audio(path, a.sample_rate)
-        except audio.AudioError as e:
-            raise UserError(f"reference {path}: {e}") from None
-        wav = audio.preprocess(wav, a)
-        rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2))) if wav.size else 0.0
-        if 20 * math.log10(max(rms, 1e-12)) < SILENT_DBFS:
-            raise UserError(f"reference {path} is silent (RMS below {SILENT_DBFS:.0f} dBFS after "
-                            "trimming); give 1-10 s of clear speech")
-        seconds = wav.size / a.sample_rate
-        if seconds < MIN_REF_SECONDS:
-            raise UserError(f"reference {path} is too short ({seconds:.2f} s of sound after "
-                            f"trimming); give 1-10 s of clear speech")
-        if seconds > MAX_REF_SECONDS:
-            self.log(f"note: reference is {seconds:.1f} s long; using its first "
-                     f"{MAX_REF_SECONDS:.0f} s")
-            n = int(MAX_REF_SECONDS * a.sample_rate) // a.hop_length * a.hop_length
-            wav = wav[:n]
-        mel = torch.from_numpy(audio.mel_spectrogram(wav, a))[None]  # (1, Tr, M)
-        return mel, torch.tensor([mel.shape[1]])
+    def reference(self, voice=None) -> speak.Reference:
+        """A sound file → the voice to speak in (:func:`myxtts.speak.reference_from_file`); a
+        :class:`~myxtts.speak.Reference` as it is; None → the neutral voice."""
+        if voice is None:
+            return speak.neutral(self.cfg)
+        if isinstance(voice, speak.Reference):
+            return voice
+        return speak.reference_from_file(voice, self.cfg, self.log)
 
     # ------------------------------------------------------------------------ synthesis
-    def mels(self, texts: list[str], reference=None, seed: int = 0, batch_size: int = 16):
-        """Each text as one utterance → (list of (T_i, M) log-mels on the CPU, list of whether
-        each stopped on its own rather than at ``model.max_decoder_steps``), in ``texts`` order."""
-        tokens, lens = self.encode(texts)
-        ref_mel, ref_lens = self.reference(reference)
-        gen = torch.Generator().manual_seed(seed)  # CPU generator: same output on any device
-        order = sorted(range(len(texts)), key=lambda i: -int(lens[i]))  # similar lengths batch
-        r, cap = self.cfg.model.reduction, self.cfg.model.max_decoder_steps
-        mels: list = [None] * len(texts)
-        stopped: list = [None] * len(texts)
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            n = int(lens[idx].max())
-            b = len(idx)
-            mel, mel_lens, _ = self.model.generate(
-                tokens[idx, :n].to(self.device), lens[idx].to(self.device),
-                ref_mel.expand(b, -1, -1).to(self.device), ref_lens.expand(b).to(self.device),
-                generator=gen)
-            for j, i in enumerate(idx):
-                length = int(mel_lens[j])
-                mels[i] = mel[j, :length].float().cpu()
-                stopped[i] = length < cap * r
-        return mels, stopped
-
-    def vocode(self, mels: list[torch.Tensor]) -> list[np.ndarray]:
-        """(T, M) log-mels → waveforms of T * hop samples each, one at a time (lengths differ
-        and the vocoder is fully convolutional)."""
-        return [self.to_wave(m) for m in mels]
-
     def synthesize(self, texts: list[str], reference=None, seed: int = 0,
                    batch_size: int = 16) -> list[Synthesis]:
         """texts → one :class:`Synthesis` each; silent or cut results are warned about."""
         self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
         parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t)]
-        mels, stopped = self.mels([s for _, s in parts], reference, seed, batch_size)
-        wavs = self.vocode(mels)
+        spoken = speak.speak(self.model, self.cfg, self.text, [s for _, s in parts],
+                             self.reference(reference), self.to_wave, seed, batch_size,
+                             normalized=True, say=self.log)
         hop = self.cfg.audio.hop_length  # whole hops keep every wav a whole number of frames
         pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / hop) * hop, dtype=np.float32)
         results = []
         for i, text in enumerate(texts):
             mine = [k for k, (owner, _) in enumerate(parts) if owner == i]
-            pieces = [x for k in mine for x in (pause, wavs[k])][1:]  # pause between sentences
+            pieces = [x for k in mine for x in (pause, spoken[k].wav)][1:]  # pause between sentences
             res = Synthesis(text, np.concatenate(pieces).astype(np.float32), self.sample_rate,
-                            parts=len(mine), cut=sum(not stopped[k] for k in mine))
+                            parts=len(mine), cut=sum(not spoken[k].stopped for k in mine))
             for warning in res.warnings(self.cfg.model.max_decoder_steps):
                 self.log(warning)
             results.append(res)

@@ -17,7 +17,7 @@ import torch
 from myxtts import audio
 from myxtts.config import AudioConfig
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_model
+from myxtts.models.checkpoint import load_model, run_of
 
 GRIFFIN_LIM = "griffin-lim"
 RUN_VOCODER = "vocoder"  # RUN/vocoder/: the run's own vocoder
@@ -28,19 +28,9 @@ GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: i
                     "trains one that is then used by default")
 
 
-def run_folder(checkpoint) -> Path | None:
-    """The training run a checkpoint belongs to: the nearest folder, itself included, that holds a
-    run's ``plan.json`` (a run folder, ``RUN/checkpoints/step-N/`` or a model file in it)."""
-    p = Path(checkpoint).resolve()
-    for folder in [p, *p.parents][:4]:
-        if (folder / "plan.json").is_file():
-            return folder
-    return None
-
-
 def run_vocoder(checkpoint) -> Path | None:
     """``RUN/vocoder`` of the run ``checkpoint`` belongs to, where it holds a trained vocoder."""
-    run = run_folder(checkpoint)
+    run = run_of(checkpoint)
     folder = run / RUN_VOCODER if run else None
     if folder and (any(folder.glob("checkpoints/step-*/model.safetensors"))
                    or (folder / "model.safetensors").is_file()):

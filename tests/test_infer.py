@@ -1,4 +1,5 @@
 """`Synthesizer` and `myxtts synthesize`: references of any rate, neutral voice, clear errors."""
+import math
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -57,11 +58,11 @@ def synth(run_dir):
 
 
 def test_16khz_reference_is_resampled_and_accepted(synth):
-    mel, lens = synth.reference(MALE_16K)
-    seconds = sf.info(str(MALE_16K)).duration
+    ref = synth.reference(MALE_16K)
+    seconds = min(sf.info(str(MALE_16K)).duration, synth.cfg.data.ref_seconds)
     # Resampled to the model's 22.05 kHz before framing (trimming may shorten it a little).
-    assert mel.shape[0] == 1 and mel.shape[2] == 80 and int(lens) == mel.shape[1]
-    assert 0.6 * seconds * 22050 / 256 < mel.shape[1] <= seconds * 22050 / 256 + 1
+    assert ref.mel.shape[1] == 80 and ref.mel.dtype == torch.float32
+    assert 0.6 * seconds * 22050 / 256 < ref.frames <= seconds * 22050 / 256 + 1
     results = synth.synthesize(["The quick brown fox.", "Sea shells!"], reference=MALE_16K, seed=3)
     assert len(results) == 2
     for r in results:
@@ -74,26 +75,27 @@ def test_any_format_and_channel_count(synth, tmp_path):
     stereo = tmp_path / "ref.flac"
     wav, sr = sf.read(str(FEMALE_16K), dtype="float32")
     sf.write(str(stereo), np.stack([wav, 0.5 * wav], axis=1), sr)
-    mel, lens = synth.reference(stereo)
-    assert mel.shape[2] == 80 and int(lens) > 100
+    ref = synth.reference(stereo)
+    assert ref.mel.shape[1] == 80 and ref.frames > 100
 
 
-def test_long_reference_is_cut_to_ten_seconds(synth, tmp_path, monkeypatch):
+def test_a_long_reference_is_cut_to_what_training_showed_the_model(synth, tmp_path, monkeypatch):
     wav, sr = sf.read(str(MALE_16K), dtype="float32")
     long = tmp_path / "long.wav"
     sf.write(str(long), np.concatenate([wav] * 4), sr)  # ~16 s
     notes = []
     monkeypatch.setattr(synth, "log", notes.append)
-    mel, lens = synth.reference(long)
-    assert mel.shape[1] <= 10 * 22050 // 256 and any("first 10 s" in n for n in notes)
+    ref = synth.reference(long)
+    assert synth.cfg.data.ref_seconds == 3.0
+    assert ref.frames == math.ceil(3.0 * 22050 / 256)
+    assert any("using its first 3 s, the length the model was trained with" in n for n in notes)
 
 
 def test_neutral_voice_and_seeded_determinism(synth):
-    mel, lens = synth.reference(None)
-    assert int(lens) == 0
-    a, _ = synth.mels(["The lazy dog."], None, seed=5)
-    b, _ = synth.mels(["The lazy dog."], None, seed=5)
-    assert torch.equal(a[0], b[0])
+    assert synth.reference(None).frames == 0
+    a = synth.synthesize(["The lazy dog."], None, seed=5)[0].wav
+    b = synth.synthesize(["The lazy dog."], None, seed=5)[0].wav
+    assert np.array_equal(a, b)
 
 
 def test_reference_errors(synth, tmp_path):
@@ -150,12 +152,14 @@ def test_the_runs_own_vocoder_is_used_unasked_and_says_so(run_dir, tmp_path):
     folder or any checkpoint in it; --vocoder griffin-lim asks for none."""
     run = tmp_path / "run"
     shutil.copytree(run_dir / "checkpoints", run / "checkpoints")
-    (run / "plan.json").write_text("{}")  # what makes a folder a training run
+    step = run / "checkpoints" / "step-00000100"
+    (run / "plan.json").write_text("{}")
+    (step / "resume.json").write_text("{}")  # a checkpoint's copy of the plan
+    (step / "plan.json").write_text("{}")  # its name in checkpoints of older runs
     said = []
     assert Synthesizer(run, log=said.append).to_wave.griffin_lim  # no vocoder trained yet
     (run / "vocoder").mkdir()
     shutil.copy(run_dir / "vocoder.safetensors", run / "vocoder" / "model.safetensors")
-    step = run / "checkpoints" / "step-00000100"
     for checkpoint in (run, step, step / "model.safetensors"):
         s = Synthesizer(checkpoint, log=said.append)
         assert not s.to_wave.griffin_lim
@@ -198,7 +202,7 @@ def _fake_generate(lengths, value):
     def generate(tokens, token_lens, ref_mel, ref_lens, generator=None):
         lens = torch.tensor([next(calls) for _ in range(tokens.shape[0])])
         mel = torch.full((tokens.shape[0], int(lens.max()), 80), value)
-        return mel, lens, None
+        return mel, lens, torch.zeros(tokens.shape[0], int(lens.max()), tokens.shape[1])
     return generate
 
 

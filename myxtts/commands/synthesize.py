@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
     p.add_argument("--text", help="the sentence to say")
     p.add_argument("--texts", metavar="FILE", help="a text file, one sentence per line")
     p.add_argument("--reference", metavar="WAV",
-                   help="voice to clone: 1-10 s of speech, any rate/format "
+                   help="voice to clone: a few seconds of speech, any rate/format; the first "
+                        "data.ref_seconds (3 s by default) are used, as in training "
                         "(default: the neutral voice)")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "

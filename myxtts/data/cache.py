@@ -6,6 +6,8 @@ Layout of a cache directory::
                           speakers, shard list; written last, so its presence means "complete"
     index.json            one column per field over all utterances (see INDEX_FIELDS)
     report.json           what prepare kept and skipped, and why
+    recipe.json           how prepare makes it (corpus, settings, chunks): a rerun resumes from it,
+                          ``cache verify --fix`` prepares broken parts again with it
     shards/NNNNN/         mel.npy (frames, n_mels) float16, tokens.npy (n,) int16,
                           wav.npy (samples,) int16 [optional], shard.json (entries + sha256)
 
@@ -28,6 +30,9 @@ import numpy as np
 from myxtts.config import AudioConfig, Config, TextConfig
 from myxtts.errors import UserError
 from myxtts.text import Vocabulary
+
+RECIPE = "recipe.json"  # how prepare makes this cache: corpus, settings, chunks (a rerun resumes)
+OLD_RECIPE = "plan.json"  # its name in caches prepared before it had one of its own
 
 FORMAT_VERSION = 1
 FEATURES = ("mel", "tokens", "wav")
@@ -226,6 +231,14 @@ def _one_line(path: Path, problems: list[tuple[str, str]]) -> str:
     return f"{path}: {where}: {what}{more}; {_fix(path)}"
 
 
+def recipe_path(cache: Path) -> Path | None:
+    """The cache's recipe file (``recipe.json``, or ``plan.json`` in an older cache); None."""
+    for name in (RECIPE, OLD_RECIPE):
+        if (cache / name).is_file():
+            return cache / name
+    return None
+
+
 def _no_meta(path: Path) -> str:
     """Why a folder has no meta.json, and what to do about it."""
     if not path.exists():
@@ -234,7 +247,7 @@ def _no_meta(path: Path) -> str:
         return f"{path}: not a folder"
     if _found_nothing(path):
         return _nothing_usable(path)
-    if (path / "plan.json").is_file():
+    if recipe_path(path) is not None:
         return (f"{path}: prepare did not finish (no meta.json); run the same `myxtts prepare` "
                 "command again to resume")
     return f"{path}: not a prepared cache (no meta.json); run `myxtts prepare`"
@@ -365,7 +378,7 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
     cache, and a cache of 0 utterances (the corpus had nothing usable)."""
     path = Path(path)
     if not (path / "meta.json").is_file():
-        if path.is_dir() and (path / "plan.json").is_file() and not _found_nothing(path):
+        if path.is_dir() and recipe_path(path) is not None and not _found_nothing(path):
             return [("meta.json", "missing: the cache is incomplete (prepare did not finish)")]
         raise UserError(_no_meta(path))
     meta, index, problems = _open(path)

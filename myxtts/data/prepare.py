@@ -34,7 +34,8 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.config import Config, from_dict
-from myxtts.data.cache import FORMAT_VERSION, settings_diff, settings_of, write_json, write_shard
+from myxtts.data.cache import (FORMAT_VERSION, RECIPE, recipe_path, settings_diff, settings_of,
+                                write_json, write_shard)
 from myxtts.data.manifest import Problem, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
@@ -161,11 +162,11 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
     source = {"root": str(root), "format": fmt,
               "metadata": str(Path(metadata).resolve()) if metadata else None,
               "wav_dir": str(Path(wav_dir).resolve()) if wav_dir else None}
-    plan = {"format_version": FORMAT_VERSION, "settings": settings_of(cfg), "config": cfg.to_dict(),
+    recipe = {"format_version": FORMAT_VERSION, "settings": settings_of(cfg), "config": cfg.to_dict(),
             "source": source, "chunk_size": chunk_size, "vocab": vocab.symbols,
             "corpus": hashlib.sha256("\n".join(f"{u.id}|{u.audio}|{u.speaker}|{''.join(s)}"
                                                for u, s in kept).encode()).hexdigest()}
-    _check_plan(out, plan)
+    _check_recipe(out, recipe)
     (out / "shards").mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(out / "shards")
 
@@ -190,33 +191,34 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
               "command without --shard once they finish to merge.", file=sys.stderr)
         return None
     elapsed = time.perf_counter() - t0
-    return _merge(out, plan, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
+    return _merge(out, recipe, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
 
 
 def _done(out: Path, j: int) -> bool:
     return (out / "shards" / f"{j:05d}" / "shard.json").is_file()
 
 
-def _check_plan(out: Path, plan: dict) -> None:
-    path = out / "plan.json"
-    if not path.is_file():
+def _check_recipe(out: Path, recipe: dict) -> None:
+    path = recipe_path(out)
+    if path is None:
+        path = out / RECIPE
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:  # a file in the way, no permission
             raise UserError(f"--out {out}: cannot create the cache folder ({e.strerror})") from None
-        write_json(path, plan)
+        write_json(path, recipe)
         return
     try:
         old = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: unreadable ({e}); delete {out} to start over") from None
-    diff = settings_diff(old.get("settings", {}), plan["settings"])
+    diff = settings_diff(old.get("settings", {}), recipe["settings"])
     if diff:
         raise UserError(f"{out} holds a cache prepared with other settings:\n  " + "\n  ".join(diff)
                         + f"\nuse another --out, or delete {out} to start over")
     for key, what in (("corpus", "the corpus changed"), ("chunk_size", "the chunk size changed"),
                       ("vocab", "the vocabulary changed"), ("source", "the source corpus changed")):
-        if old.get(key) != plan[key]:
+        if old.get(key) != recipe[key]:
             raise UserError(f"{out}: {what} since this cache was started; use another --out, "
                             f"or delete {out} to start over")
 
@@ -278,7 +280,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     return stats
 
 
-def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, problems, unknown,
+def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, problems, unknown,
            computed: dict, elapsed: float, workers: int) -> dict:
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     cols = {k: [] for k in ("id", "text", "audio", "speaker_name", "shard", "mel_offset", "n_frames",
@@ -303,7 +305,7 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
               "skipped": skipped, "notes": notes, "unknown_characters": dict(sorted(unknown.items())),
-              "vocabulary_size": len(plan["vocab"]), "shards": n_chunks, "format": plan["source"]["format"]}
+              "vocabulary_size": len(recipe["vocab"]), "shards": n_chunks, "format": recipe["source"]["format"]}
     if computed["utterances"]:
         per_worker = computed["audio_seconds"] / max(computed["seconds"], 1e-9) / max(workers, 1)
         report["timing"] = {"wall_seconds": round(elapsed, 3), "workers": workers,
@@ -315,7 +317,7 @@ def _merge(out: Path, plan: dict, n_chunks: int, root: Path, cfg: Config, proble
         raise UserError(f"no usable utterances in {root}: {skip_summary(skipped)}; "
                         f"details in {out / 'report.json'}")
     write_json(out / "index.json", cols)
-    meta = {k: plan[k] for k in ("format_version", "settings", "config", "source", "vocab")}
+    meta = {k: recipe[k] for k in ("format_version", "settings", "config", "source", "vocab")}
     meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
     write_json(out / "meta.json", meta)
     return report
@@ -340,17 +342,17 @@ def _reason_kind(reason: str) -> str:
 
 def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
     """Delete the broken shards (or all derived files) and prepare again from the source corpus."""
-    plan_path = cache / "plan.json"
-    if not plan_path.is_file():
-        raise UserError(f"{cache}: no plan.json; cannot tell how this cache was made. Prepare it again")
-    plan = json.loads(plan_path.read_text())
+    path = recipe_path(cache)
+    if path is None:
+        raise UserError(f"{cache}: no {RECIPE}; cannot tell how this cache was made. Prepare it again")
+    recipe = json.loads(path.read_text())
     for name in broken:
         if (cache / "shards" / name).is_dir():
             shutil.rmtree(cache / "shards" / name)
     (cache / "meta.json").unlink(missing_ok=True)
-    src = plan["source"]
-    return prepare(src["root"], cache, from_dict(plan["config"]), src["format"], src["metadata"],
-                   src["wav_dir"], workers=workers, chunk_size=plan["chunk_size"])
+    src = recipe["source"]
+    return prepare(src["root"], cache, from_dict(recipe["config"]), src["format"], src["metadata"],
+                   src["wav_dir"], workers=workers, chunk_size=recipe["chunk_size"])
 
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"  # the corpus this repository bundles

@@ -21,10 +21,7 @@ without waveforms whose source audio is gone has no recordings) is ``None``, wit
 """
 from __future__ import annotations
 
-import math
 import statistics
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,14 +29,12 @@ import numpy as np
 import torch
 
 from myxtts import audio
-from myxtts.data.dataset import ref_frames_for
 from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.naturalness import SCORES, Naturalness
 from myxtts.evaluate.speaker import SpeakerEncoder, cosine
-
-Vocode = Callable[[torch.Tensor], np.ndarray]  # (T, n_mels) log-mel → (T * hop,) waveform: a vocode.MelToWave
+from myxtts.speak import Spoken, ToWave, reference_from_mel, speak
 
 OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
 DNSMOS = tuple(f"dnsmos_{k}{of}" for of in OF for k in SCORES)
@@ -59,17 +54,6 @@ class Sentence:
     text: str
     ref: int  # another utterance of the same speaker: the voice to clone
     other: int | None  # an utterance of another speaker: the mismatched control (None: one speaker)
-
-
-@dataclass
-class Spoken:
-    """What the model made of one sentence."""
-
-    mel: torch.Tensor  # (T, n_mels) log-mel on the CPU
-    attn: np.ndarray  # (T / r, Tt) alignment
-    wav: np.ndarray  # (T * hop,) float32
-    stopped: bool  # ended on its own stop token, before model.max_decoder_steps
-    seconds_taken: float  # wall time: decoding plus mel-to-audio
 
 
 @dataclass
@@ -119,30 +103,13 @@ def recording(cache, i: int) -> np.ndarray | None:
         return None
 
 
-@torch.no_grad()
-def speak(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, seed: int = 0,
-          log=print) -> list[Spoken]:
-    """Synthesize each sentence in its reference's voice, one at a time (so the time taken is
-    each sentence's own latency). ``text`` is the model's TextProcessor."""
-    device = next(model.parameters()).device
-    n_ref = ref_frames_for(cfg.audio, cfg.data.ref_seconds)
-    cap = cfg.model.max_decoder_steps * cfg.model.reduction
-    out = []
-    for s in sentences:
-        ids = text.encode(s.text, warn=log)
-        ref = torch.from_numpy(np.asarray(cache.mel(s.ref)[:n_ref], dtype=np.float32))[None]  # (1, Tr, M)
-        gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
-        t0 = time.perf_counter()
-        mel, lens, attn = model.generate(torch.tensor([ids], device=device),
-                                         torch.tensor([len(ids)], device=device), ref.to(device),
-                                         torch.tensor([ref.shape[1]], device=device), generator=gen)
-        n = int(lens[0])
-        mel = mel[0, :n].float().cpu()  # (T, M)
-        wav = np.asarray(vocode(mel), dtype=np.float32)
-        took = time.perf_counter() - t0
-        out.append(Spoken(mel, attn[0, :math.ceil(n / cfg.model.reduction)].float().cpu().numpy(),
-                          wav, n < cap, took))
-    return out
+def speak_sentences(model, cfg, text, cache, sentences: list[Sentence], to_wave: ToWave,
+                    seed: int = 0, log=print) -> list[Spoken]:
+    """Each sentence in its reference's voice, as ``synthesize`` speaks (:mod:`myxtts.speak`),
+    one at a time: ``seconds_taken`` is each sentence's own latency."""
+    return speak(model, cfg, text, [s.text for s in sentences],
+                 [reference_from_mel(cache.mel(s.ref), cfg) for s in sentences], to_wave, seed,
+                 say=log)
 
 
 class Listener:
@@ -173,12 +140,12 @@ def _mean(xs) -> float | None:
     return float(statistics.fmean(xs)) if xs else None
 
 
-def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: Vocode, listener: Listener,
+def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave, listener: Listener,
              *, ground_truth: bool = True, seed: int = 0, log=print) -> Result:
     """Speak ``sentences`` and score them; ``ground_truth`` also scores the recordings and copy
     synthesis (they do not change during training, so periodic evaluation does it once)."""
     sr = cfg.audio.sample_rate
-    spoken = speak(model, cfg, text, cache, sentences, vocode, seed, log)
+    spoken = speak_sentences(model, cfg, text, cache, sentences, vocode, seed, log)
     recs = [recording(cache, s.index) for s in sentences] if ground_truth else [None] * len(sentences)
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
                          dtype=np.float32) for s in sentences] if ground_truth else [None] * len(sentences)

@@ -45,6 +45,7 @@ FORMAT_VERSION = 3
 READABLE = {"acoustic": {"2", "3"}, "vocoder": {"3"}}
 KINDS = ("acoustic", "vocoder")
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+CHECKPOINTS = "checkpoints"  # RUN/checkpoints/step-N/: what makes a folder a training run
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -109,7 +110,7 @@ def resolve_checkpoint(run_or_file) -> Path:
     if not p.exists():
         raise UserError(f"checkpoint not found: {p}")
     steps = []
-    for d in (p / "checkpoints").glob("step-*"):
+    for d in (p / CHECKPOINTS).glob("step-*"):
         m = _STEP_DIR.match(d.name)
         if m and (d / "model.safetensors").is_file():
             steps.append((int(m.group(1)), d / "model.safetensors"))
@@ -119,6 +120,17 @@ def resolve_checkpoint(run_or_file) -> Path:
         return p / "model.safetensors"
     raise UserError(f"no checkpoint in {p}: expected checkpoints/step-*/model.safetensors "
                     "or model.safetensors")
+
+
+def run_of(path) -> Path | None:
+    """The training run a model file or checkpoint belongs to: the nearest folder, itself
+    included, that holds a ``checkpoints/`` folder (``RUN``, ``RUN/checkpoints/step-N/``,
+    ``RUN/best/model.safetensors``, ...), as only a run does; None for a file on its own."""
+    p = Path(path).resolve()
+    for folder in [p, *p.parents][:4]:
+        if (folder / CHECKPOINTS).is_dir():
+            return folder
+    return None
 
 
 def read_metadata(path) -> dict:

@@ -107,27 +107,29 @@ class TextProcessor:
     def normalize(self, text: str) -> str:
         return normalize(text, lowercase=self.cfg.lowercase, expand_numbers=self.cfg.expand_numbers)
 
-    def _raw_symbols(self, text: str) -> tuple[str, list[str]]:
+    def _raw_symbols(self, text: str, normalized: bool = False) -> tuple[str, list[str]]:
         """(normalised text or its phonemes, symbols dropped before phonemizing). Symbols that
         are neither letters nor known punctuation never reach espeak-ng, which would read an
-        emoji or a sign out by its name ("grinning face")."""
-        norm = self.normalize(text)
+        emoji or a sign out by its name ("grinning face"). ``normalized``: ``text`` went
+        through :meth:`normalize` already."""
+        norm = text if normalized else self.normalize(text)
         if self._phonemize is None:
             return norm, []
         return (self._phonemize("".join(ch for ch in norm if _allowed(ch))),
                 [ch for ch in norm if not _allowed(ch)])
 
-    def symbols(self, text: str) -> tuple[list[str], list[str]]:
+    def symbols(self, text: str, normalized: bool = False) -> tuple[list[str], list[str]]:
         """Return (kept symbols, unknown symbols dropped) for one raw sentence."""
-        raw, unknown = self._raw_symbols(text)
+        raw, unknown = self._raw_symbols(text, normalized)
         kept = []
         for ch in raw:
             (kept if _allowed(ch) else unknown).append(ch)
         # Dropping a symbol can leave doubled or edge spaces behind.
         return list(" ".join("".join(kept).split())), unknown
 
-    def encode(self, text: str, warn: Callable[[str], None] | None = None) -> list[int]:
-        """Ids of one sentence, end-of-sentence appended.
+    def encode(self, text: str, warn: Callable[[str], None] | None = None,
+               normalized: bool = False) -> list[int]:
+        """Ids of one sentence, end-of-sentence appended (``normalized``: as in :meth:`symbols`).
 
         With ``warn`` (a callable taking a message), symbols the vocabulary lacks are read as
         their nearest known symbol and reported through it; letters with no known stand-in are
@@ -137,11 +139,11 @@ class TextProcessor:
             raise RuntimeError("encode needs a vocabulary")
         known = self.vocab.index
         if warn is None:
-            syms, unknown = self.symbols(text)
+            syms, unknown = self.symbols(text, normalized)
             missing = sorted(set(unknown) | {s for s in syms if s not in known})
             read_as = {}
         else:
-            syms, read_as, missing = substitute(self._raw_symbols(text)[0], known)
+            syms, read_as, missing = substitute(self._raw_symbols(text, normalized)[0], known)
         if missing:
             raise UnknownCharacterError(
                 f"text contains characters this model was not trained on: "

@@ -4,7 +4,7 @@
         model.safetensors   weights + config + vocabulary (models.checkpoint format)
         state.pt            one entry per run component (loop position, step counters and scaler,
                             optimizer, schedule, batch position) plus every rank's RNG state
-        plan.json           what the run's settings resolved to (train/plan.py): a resume reads it
+        resume.json         what the run's settings resolved to (train/plan.py): a resume reads it
     RUN/best/model.safetensors      the weights with the lowest validation loss so far
 
 A checkpoint is written into a temporary directory and renamed into place, so a run killed
@@ -20,13 +20,14 @@ from pathlib import Path
 import torch
 
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_weights, read_metadata, save_model
+from myxtts.models.checkpoint import CHECKPOINTS, load_weights, read_metadata, save_model
+from myxtts.train.plan import CHECKPOINT_FILE
 
 PREFIX = "step-"
 
 
 def checkpoint_dirs(run: Path) -> list[Path]:
-    root = run / "checkpoints"
+    root = run / CHECKPOINTS
     if not root.is_dir():
         return []
     done = [p for p in root.iterdir() if p.name.startswith(PREFIX) and (p / "state.pt").is_file()]
@@ -64,7 +65,7 @@ def set_rng_state(state: dict) -> None:
 
 def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, keep_last: int,
          kind: str = "acoustic", plan=None) -> Path:
-    root = run / "checkpoints"
+    root = run / CHECKPOINTS
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -72,7 +73,7 @@ def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, kee
     save_model(tmp / "model.safetensors", model, cfg, vocab_symbols, kind=kind, step=step)
     torch.save(train_state, tmp / "state.pt")
     if plan is not None:
-        plan.save(tmp)
+        plan.save(tmp, CHECKPOINT_FILE)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     for old in checkpoint_dirs(run)[:-keep_last]:

@@ -3,8 +3,9 @@
 ``RUN/config.yaml`` holds the settings exactly as asked, ``auto`` included, so it still says what
 the user wanted and can be run again on another machine. What they resolved to when the run
 started (device, precision, compile mode, frame budget with its batch cap and learning rate,
-world size) is one ``Plan``, written to ``RUN/plan.json`` and into every checkpoint. A resume
-reads the plan of the checkpoint it resumes from instead of resolving again: the same batch
+world size) is one ``Plan``, written to ``RUN/plan.json`` and, as ``resume.json``, into every
+checkpoint (older checkpoints hold it as ``plan.json``). A resume reads the plan of the
+checkpoint it resumes from instead of resolving again: the same batch
 shapes and the same rate, so the resumed run continues the one that stopped
 (``train.build.resolve_plan``). A fine-tuning run's plan also says where its first weights came
 from (``init_from``, train/finetune.py), so every checkpoint of it names its origin.
@@ -19,7 +20,8 @@ from pathlib import Path
 from myxtts.config import Config
 from myxtts.errors import UserError
 
-FILE = "plan.json"
+FILE = "plan.json"  # RUN/plan.json: the run's plan
+CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
 
 
 @dataclass(frozen=True)
@@ -46,20 +48,22 @@ class Plan:
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "notes": list(self.notes)}
 
-    def save(self, folder: str | Path) -> None:
-        path = Path(folder) / FILE
+    def save(self, folder: str | Path, name: str = FILE) -> None:
+        path = Path(folder) / name
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         tmp.replace(path)  # a run killed mid-write keeps the previous plan
 
     @classmethod
     def load(cls, folder: str | Path) -> Plan | None:
-        """The plan saved in ``folder`` (a run or a checkpoint); None if it holds none. Strict: an
-        unknown field, or a missing one that has no default, is an error naming it. A field with
-        a default was added later: a plan written before it lacks it and reads as the default."""
-        path = Path(folder) / FILE
-        if not path.is_file():
+        """The plan saved in ``folder`` (a checkpoint, or a run); None if it holds none. Strict:
+        an unknown field, or a missing one that has no default, is an error naming it. A field
+        with a default was added later: a plan written before it lacks it and reads as the
+        default."""
+        found = [Path(folder) / n for n in (CHECKPOINT_FILE, FILE) if (Path(folder) / n).is_file()]
+        if not found:
             return None
+        path = found[0]
         try:
             d = json.loads(path.read_text())
         except (OSError, ValueError) as e:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
+from myxtts.models.checkpoint import CHECKPOINTS
 from myxtts.models.xtts import count_parameters
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
@@ -63,6 +64,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         if info.is_main:  # a resume's plan goes into its checkpoints
             asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
             run.plan.save(out)
+            (out / CHECKPOINTS).mkdir(exist_ok=True)  # a run from its start (models.checkpoint.run_of)
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
     frozen = count_parameters(run.model, trainable_only=False) - count_parameters(run.model)
@@ -205,6 +207,7 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
                 finetune.load(run, init)
             cfg.save(out / "config.yaml")
             run.plan.save(out)
+            (out / CHECKPOINTS).mkdir(exist_ok=True)
         if loop.state.step >= cfg.train.max_steps:
             return log.already_done(loop.state.step)
         log.say(f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "

@@ -255,7 +255,7 @@ def test_written_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
         os.umask(old)
     written = sorted(tmp_path.rglob("*"))
     assert {p.name for p in written} >= {"model.safetensors", "state.pt", "meta.json", "index.json",
-                                         "report.json", "plan.json", "mel.npy", "shard.json"}
+                                         "report.json", "recipe.json", "mel.npy", "shard.json"}
     for p in written:
         mode = stat.S_IMODE(p.stat().st_mode)
         assert mode == (dir_mode if p.is_dir() else file_mode), f"{p}: {oct(mode)}"

@@ -70,7 +70,7 @@ def test_cli_exit_codes(tmp_path, myxtts_cmd):
 
 def _snapshot(cache: Path) -> dict:
     files = {p.relative_to(cache).as_posix(): p.read_bytes() for p in sorted(cache.rglob("*"))
-             if p.is_file() and p.name not in ("report.json", "plan.json")}
+             if p.is_file() and p.name not in ("report.json", "recipe.json")}
     report = json.loads((cache / "report.json").read_text())
     report.pop("timing", None)
     files["report"] = report

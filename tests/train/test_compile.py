@@ -7,7 +7,9 @@ from myxtts.config import load
 from myxtts.errors import UserError
 from myxtts.train import compile as C
 from myxtts.train.build import build_run
-from myxtts.train.symbolic import HOOKS
+from myxtts.train.symbolic import HOOKS, missing
+
+LACKING = [m for m in map(missing, HOOKS) if m]  # private names this torch does not have
 
 from .conftest import FAST
 
@@ -252,7 +254,9 @@ def test_one_inductor_compile_serves_every_batch_size_and_length(shared_inductor
     out = _compile_two_shapes("fixed", shared_inductor_cache)
     assert out["graphs"] == 1, out
     assert out["worst_abs_diff"] < 1e-4, out
-    assert out["notes"] == [], out  # this torch has every name the hooks need
+    # one note for each name this torch lacks (none on the torch CI runs; a real 2.11 lacks one)
+    assert len(out["notes"]) == len(LACKING), out
+    assert all(any(name in note for note in out["notes"]) for name in LACKING), out
 
 
 @pytest.mark.parametrize("name", [n for h in HOOKS for n in h.needs[:1]]
@@ -265,11 +269,15 @@ def test_a_torch_without_a_private_name_still_trains_compiled_and_says_so(name, 
     convolution fallback, was checked by hand (benchmarks/results/2026-11-26-torch-releases-cpu.md)."""
     # Inductor's cache is keyed by the graph, not by how it was lowered: the convolution's
     # lowering is only exercised by a cold compile.
+    if name in LACKING:
+        pytest.skip(f"torch {torch.__version__} lacks {name} itself: the test above covers it")
     lowering = name.endswith(":aten_convolution_backward_fallback")
     out = _compile_two_shapes(f"without {name}", tmp_path if lowering else shared_inductor_cache)
     assert out["worst_abs_diff"] < 1e-4, out
     assert out["losses"][-1] < out["losses"][0], out
-    assert len(out["notes"]) == 1 and name in out["notes"][0] and torch.__version__ in out["notes"][0], out
+    mine = [note for note in out["notes"] if name in note]
+    assert len(out["notes"]) == len(LACKING) + 1 and len(mine) == 1, out
+    assert torch.__version__ in mine[0], out
 
 
 def test_the_aligner_on_the_host_compiles_without_cuda_graphs():

@@ -53,7 +53,7 @@ def test_a_fine_tuning_run_has_its_own_optimizer_and_plan_and_resumes_without_th
     assert f"init from {origin['path']} (step 2, sha256 {origin['sha256'][:12]})" in r.stderr
     plan = json.loads((whole / "plan.json").read_text())
     assert plan["init_from"] == origin
-    assert json.loads((whole / "checkpoints" / "step-00000002" / "plan.json").read_text()) == plan
+    assert json.loads((whole / "checkpoints" / "step-00000002" / "resume.json").read_text()) == plan
     assert json.loads((whole / "summary.json").read_text())["init_from"] == origin
     # A fresh schedule (step 1 of a 4-step warm-up) and a fresh optimizer: 2 updates, not 2 + 2.
     first = json.loads((whole / "metrics.jsonl").read_text().splitlines()[0])

@@ -70,7 +70,7 @@ def test_the_run_keeps_the_settings_as_asked_and_a_resume_reads_its_plan(lj_cach
     assert asked["data"]["frame_budget"] == "auto" and asked["train"]["compile"] == "auto"
     plan = json.loads((out / "plan.json").read_text())
     assert plan["frame_budget"] == 4000 and plan["compile"] == "off" and plan["precision"] == "fp32"
-    assert json.loads((out / "checkpoints" / "step-00000002" / "plan.json").read_text()) == plan
+    assert json.loads((out / "checkpoints" / "step-00000002" / "resume.json").read_text()) == plan
     assert "frame budget auto -> 4000" in first.stderr and "compile auto -> off" in first.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["asked"]["frame_budget"] == "auto" and summary["frame_budget"] == 4000

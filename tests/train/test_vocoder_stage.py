@@ -12,7 +12,7 @@ from myxtts.data.cache import Cache
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model, save_model
 
-from .conftest import ROOT
+from .conftest import ROOT, run_train
 
 
 def run_vocoder(cache, out, *overrides):
@@ -24,7 +24,10 @@ def run_vocoder(cache, out, *overrides):
 
 
 def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path):
-    run = tmp_path / "voc"
+    acoustic = tmp_path / "run"  # a real acoustic run, its vocoder trained where it looks for one
+    r = run_train(lj_cache, acoustic, "train.max_steps=2", "train.checkpoint_every=2")
+    assert r.returncode == 0, r.stderr
+    run = acoustic / "vocoder"
     r = run_vocoder(lj_cache, run)
     assert r.returncode == 0, r.stderr
     assert "vocoder: 2.79 M parameters" in r.stderr
@@ -46,15 +49,17 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
         wav = gen(torch.zeros(1, 5, cfg.audio.n_mels))
     assert wav.shape == (1, 5 * cfg.audio.hop_length)
 
-    # `myxtts synthesize --vocoder RUN` accepts the run directory next to an acoustic model.
+    # Synthesis from the acoustic run, any checkpoint folder of it or its model file uses the
+    # run's vocoder unasked (a checkpoint folder holds a copy of the run's plan, too).
     from myxtts.infer import Synthesizer
-    from myxtts.models.xtts import XTTS
 
-    acfg = load("tiny")
-    vocab = Cache(lj_cache).vocab.symbols
-    acoustic = save_model(tmp_path / "acoustic.safetensors",
-                          XTTS(acfg.model, len(vocab), acfg.audio.n_mels), acfg, vocab)
-    synth = Synthesizer(acoustic, vocoder=run, device="cpu", log=lambda *a: None)
+    step = acoustic / "checkpoints" / "step-00000002"
+    assert (step / "resume.json").is_file() and not (step / "plan.json").exists()
+    for checkpoint in (acoustic, step, step / "model.safetensors"):
+        synth = Synthesizer(checkpoint, device="cpu", log=lambda *a: None)
+        assert synth.to_wave.name.startswith(str(run.resolve() / "checkpoints" / "step-00000003")), checkpoint
+    # `myxtts synthesize --vocoder RUN` accepts a vocoder run directory beside any acoustic model.
+    synth = Synthesizer(step / "model.safetensors", vocoder=run, device="cpu", log=lambda *a: None)
     assert not synth.to_wave.griffin_lim
 
     # Running again with a larger max_steps resumes from the checkpoint.

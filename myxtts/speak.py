@@ -1,0 +1,150 @@
+"""Text (+ a reference voice) → audio: the one way MyXTTS speaks.
+
+``myxtts synthesize`` (:class:`myxtts.infer.Synthesizer`), the training samples and ``eval``
+(the periodic one included) all call :func:`speak`, so what is measured is what users hear, and
+every later way of speaking builds on it.
+
+The reference rule is the one training follows: the model saw ``data.ref_seconds`` of another
+utterance of the speaker (see :mod:`myxtts.data.dataset`), so a longer reference is cut to its
+first ``data.ref_seconds``, and a clip from a file says so. No reference is the *neutral voice*:
+the reference fully masked out, the resampler's learned latents alone condition the decoder
+(trained through ``model.ref_dropout``).
+
+The same text, reference and seed give the same audio on every path: each batch draws from a
+fresh CPU generator seeded with ``seed`` (the same on any device), and a text spoken alone is a
+batch of one.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from myxtts import audio
+from myxtts.data.dataset import ref_frames_for
+from myxtts.errors import UserError
+
+MIN_REF_SECONDS = 0.5
+SILENT_DBFS = -60.0  # a reference or an output whose level stays below this is silence
+ToWave = Callable[[torch.Tensor], np.ndarray]  # (T, n_mels) log-mel → (T * hop,) waveform: vocode.MelToWave
+
+
+def dbfs(x: float) -> float:
+    return 20 * math.log10(max(x, 1e-10))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The voice to speak in."""
+
+    mel: torch.Tensor  # (Tr, n_mels) log-mel on the CPU; Tr == 0: the neutral voice
+
+    @property
+    def frames(self) -> int:
+        return int(self.mel.shape[0])
+
+
+def neutral(cfg) -> Reference:
+    return Reference(torch.zeros(0, cfg.audio.n_mels))
+
+
+def reference_from_mel(mel, cfg, say: Callable[[str], None] | None = None,
+                       what: str = "reference") -> Reference:
+    """A log-mel ``(T, n_mels)`` → its first ``data.ref_seconds``, the length training showed the
+    model. With ``say``, a cut is reported."""
+    n = ref_frames_for(cfg.audio, cfg.data.ref_seconds)
+    mel = torch.as_tensor(np.asarray(mel, dtype=np.float32))
+    if mel.shape[0] > n and say is not None:
+        hop_s = cfg.audio.hop_length / cfg.audio.sample_rate
+        say(f"note: {what} is {mel.shape[0] * hop_s:.1f} s long; using its first "
+            f"{cfg.data.ref_seconds:g} s, the length the model was trained with (data.ref_seconds)")
+    return Reference(mel[:n].contiguous())
+
+
+def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> Reference:
+    """A sound file of any rate, channel count and soundfile format, conditioned exactly like
+    training audio (resample, trim, loudness) → :func:`reference_from_mel`. Silence, a clip
+    shorter than ``MIN_REF_SECONDS`` of sound and an unreadable file are a :class:`UserError`."""
+    a = cfg.audio
+    try:
+        wav = audio.load_audio(path, a.sample_rate)
+    except audio.AudioError as e:
+        raise UserError(f"reference {path}: {e}") from None
+    wav = audio.preprocess(wav, a)
+    rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2))) if wav.size else 0.0
+    if dbfs(rms) < SILENT_DBFS:
+        raise UserError(f"reference {path} is silent (RMS below {SILENT_DBFS:.0f} dBFS after "
+                        f"trimming); give {cfg.data.ref_seconds:g} s or more of clear speech")
+    seconds = wav.size / a.sample_rate
+    if seconds < MIN_REF_SECONDS:
+        raise UserError(f"reference {path} is too short ({seconds:.2f} s of sound after trimming); "
+                        f"give {cfg.data.ref_seconds:g} s or more of clear speech")
+    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}")
+
+
+@dataclass
+class Spoken:
+    """What the model made of one text."""
+
+    mel: torch.Tensor  # (T, n_mels) log-mel on the CPU
+    attn: np.ndarray  # (ceil(T / r), Tt) alignment
+    wav: np.ndarray  # (T * hop,) float32
+    stopped: bool  # ended on its own, before model.max_decoder_steps
+    seconds_taken: float  # wall time of the batch it was spoken in: decoding plus mel-to-audio
+
+
+def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """References → ref_mel (B, Tr, M) padded with silence, ref_lens (B,)."""
+    tr = max(1, max(r.frames for r in refs))  # the neutral voice: one frame, fully masked
+    mel = torch.full((len(refs), tr, n_mels), math.log(audio.LOG_FLOOR))
+    for i, r in enumerate(refs):
+        mel[i, :r.frames] = r.mel
+    return mel, torch.tensor([r.frames for r in refs])
+
+
+@torch.no_grad()
+def speak(model, cfg, text, texts: list[str], references: Reference | list[Reference],
+          to_wave: ToWave, seed: int = 0, batch_size: int = 1, normalized: bool = False,
+          say: Callable[[str], None] = print) -> list[Spoken]:
+    """Each of ``texts`` as one utterance, in its reference's voice (one for all, or one each)
+    → one :class:`Spoken` each, in ``texts`` order.
+
+    ``text`` is the model's TextProcessor; ``normalized``: the texts went through its
+    ``normalize`` already (synthesis splits normalised text into sentences). Symbols the model
+    was not trained on are read as their nearest known one, with a note through ``say``.
+    ``batch_size`` texts of similar length are decoded together; 1 gives each text's own
+    latency in ``seconds_taken``."""
+    refs = references if isinstance(references, list) else [references] * len(texts)
+    if len(refs) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(refs)} references")
+    device = next(model.parameters()).device
+    ids = [text.encode(t, warn=say, normalized=normalized) for t in texts]
+    r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
+    order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # similar lengths batch together
+    out: list = [None] * len(texts)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        tokens = torch.zeros(len(idx), max(len(ids[i]) for i in idx), dtype=torch.long)
+        for j, i in enumerate(idx):
+            tokens[j, :len(ids[i])] = torch.tensor(ids[i])
+        ref_mel, ref_lens = _batch([refs[i] for i in idx], cfg.audio.n_mels)
+        gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
+        t0 = time.perf_counter()
+        mel, lens, attn = model.generate(
+            tokens.to(device), torch.tensor([len(ids[i]) for i in idx], device=device),
+            ref_mel.to(device), ref_lens.to(device), generator=gen)
+        spoken = []
+        for j, i in enumerate(idx):
+            n = int(lens[j])
+            m = mel[j, :n].float().cpu()  # (T, M)
+            spoken.append((i, m, attn[j, :math.ceil(n / r), :len(ids[i])].float().cpu().numpy(),
+                           np.asarray(to_wave(m), dtype=np.float32), n < cap * r))
+        took = time.perf_counter() - t0
+        for i, m, a, wav, stopped in spoken:
+            out[i] = Spoken(m, a, wav, stopped, took)
+    return out

@@ -1,0 +1,80 @@
+"""One way to speak: `synthesize`, `eval` and the training samples give the same audio for the
+same text, reference and seed, with the reference cut as training cut it."""
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from myxtts import audio
+from myxtts.config import load
+from myxtts.data.cache import Cache
+from myxtts.data.prepare import prepare
+from myxtts.evaluate.evaluation import plan, speak_sentences
+from myxtts.infer import Synthesizer
+from myxtts.models.checkpoint import save_model
+from myxtts.models.xtts import XTTS
+from myxtts.speak import neutral, reference_from_mel, speak
+from myxtts.train.samples import write_sample
+
+LJ = Path(__file__).parent / "fixtures" / "ljspeech"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A cache of the LJSpeech clips (one single-sentence clip held out) and an untrained tiny
+    model on its vocabulary, saved as a run's checkpoint."""
+    root = tmp_path_factory.mktemp("speak")
+    shutil.copytree(LJ, root / "lj")
+    (root / "lj" / "val.txt").write_text("LJ001-0002\n")  # "in being comparatively modern."
+    cfg = load("tiny")
+    prepare(root / "lj", root / "cache", cfg, progress=False)
+    cache = Cache(root / "cache")
+    torch.manual_seed(0)
+    model = XTTS(cfg.model, len(cache.vocab), cfg.audio.n_mels)
+    save_model(root / "run" / "checkpoints" / "step-00000001" / "model.safetensors", model, cfg,
+               cache.vocab.symbols, step=1)
+    return root, cache, Synthesizer(root / "run", vocoder="griffin-lim", device="cpu",
+                                    log=lambda m: None)
+
+
+def _as_written(wav: np.ndarray, path: Path, sr: int) -> np.ndarray:
+    audio.save_wav(path, wav, sr)
+    return sf.read(str(path), dtype="int16")[0]
+
+
+def test_synthesize_eval_and_samples_say_the_same(setup, tmp_path):
+    root, cache, synth = setup
+    (s,) = plan(cache)
+    assert s.text == "in being comparatively modern."
+    said = synth.synthesize([s.text], reference=reference_from_mel(cache.mel(s.ref), synth.cfg))[0]
+    assert said.parts == 1 and said.wav.size > 0
+
+    (heard,) = speak_sentences(synth.model, synth.cfg, synth.text, cache, [s], synth.to_wave)
+    assert np.array_equal(heard.wav, said.wav)
+
+    # The sample's voice is the first held-out utterance (this one).
+    paths = write_sample(tmp_path / "sample", synth.model, cache, synth.cfg, sentence=s.text)
+    same_ref = synth.synthesize([s.text], reference=reference_from_mel(cache.mel(s.index), synth.cfg))[0]
+    assert np.array_equal(sf.read(str(paths["wav"]), dtype="int16")[0],
+                          _as_written(same_ref.wav, tmp_path / "same.wav", synth.sample_rate))
+    assert not np.array_equal(same_ref.wav, said.wav)  # another reference: another voice
+
+
+def test_a_reference_is_cut_as_training_cut_it_and_batches_do_not_change_a_text(setup):
+    root, cache, synth = setup
+    cfg = synth.cfg
+    mel = np.asarray(cache.mel(0), dtype=np.float32)
+    notes = []
+    ref = reference_from_mel(mel, cfg, notes.append)
+    assert ref.frames == min(mel.shape[0], 259) and cfg.data.ref_seconds == 3.0  # ceil(3 * 22050 / 256)
+    assert mel.shape[0] > 259 and notes and "using its first 3 s" in notes[0]
+    texts = ["a printer.", "in being comparatively modern.", "the same."]
+    alone = [speak(synth.model, cfg, synth.text, [t], ref, synth.to_wave, seed=4)[0].mel for t in texts]
+    together = speak(synth.model, cfg, synth.text, texts, ref, synth.to_wave, seed=4, batch_size=3)
+    for a, b in zip(alone, together):
+        assert a.shape == b.mel.shape and torch.allclose(a, b.mel, atol=1e-4)
+    voiceless = speak(synth.model, cfg, synth.text, texts[:1], neutral(cfg), synth.to_wave)[0]
+    assert voiceless.wav.size > 0
