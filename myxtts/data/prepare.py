@@ -34,8 +34,7 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.config import Config, from_dict
-from myxtts.data.cache import (FORMAT_VERSION, RECIPE, recipe_path, settings_diff, settings_of,
-                                write_json, write_shard)
+from myxtts.data.cache import FORMAT_VERSION, RECIPE, recipe_path, settings_diff, settings_of, write_json, write_shard
 from myxtts.data.manifest import Problem, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError

@@ -9,9 +9,9 @@ from myxtts.train import compile as C
 from myxtts.train.build import build_run
 from myxtts.train.symbolic import HOOKS, missing
 
-LACKING = [m for m in map(missing, HOOKS) if m]  # private names this torch does not have
-
 from .conftest import FAST
+
+LACKING = [m for m in map(missing, HOOKS) if m]  # private names this torch does not have
 
 
 def test_auto_resolves_per_device():

@@ -10,7 +10,7 @@ import torch
 from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_model, save_model
+from myxtts.models.checkpoint import load_model
 
 from .conftest import ROOT, run_train
 
