@@ -14,7 +14,8 @@ from myxtts.train import finetune
 
 def add_parser(sub) -> None:
     p = add_command(sub, "prepare", "compute features once into a packed cache")
-    p.add_argument("data", help="corpus folder (LJSpeech, multi-speaker, VCTK-style or CSV)")
+    p.add_argument("data", help="corpus folder (LJSpeech, multi-speaker, VCTK-style, LibriTTS, CSV or "
+                                "JSON-lines), or its metadata file or .jsonl manifest itself")
     p.add_argument("--out", required=True, help="cache directory to write (resumable)")
     p.add_argument("--format", default="auto", choices=FORMATS, help="corpus layout")
     p.add_argument("--metadata", help="metadata file, if not DATA/metadata.csv")

@@ -242,6 +242,25 @@ def _libritts_texts(chapter: Path, problems: list[Problem]) -> dict[str, str]:
     return texts
 
 
+def _transcripts_without_audio(root: Path, base: Path) -> list[Problem]:
+    """A transcript (``ID.normalized.txt``, ``ID.original.txt`` or a ``.trans.tsv`` line) whose
+    clip is not there: listed like any other damaged entry, not dropped without a word."""
+    audio = {p.with_suffix("").as_posix() for p in base.rglob("*") if p.suffix in AUDIO_EXTS}
+    missing = {}
+    for txt in base.rglob("*.txt"):
+        for kind in (".normalized", ".original"):
+            if txt.name.endswith(kind + ".txt"):
+                uid = txt.name[:-len(kind + ".txt")]
+                missing.setdefault((txt.parent / uid).as_posix(), _rel(root, txt))
+    for tsv in base.rglob("*.trans.tsv"):
+        for n, line in enumerate(_read_lines(tsv), 1):
+            uid = line.split("\t", 1)[0].strip()
+            if uid:
+                missing.setdefault((tsv.parent / uid).as_posix(), f"{_rel(root, tsv)}:{n}")
+    return [Problem(Path(stem).name, f"{where}: audio not found ({Path(stem).name}.wav/.flac)")
+            for stem, where in sorted(missing.items()) if stem not in audio]
+
+
 def read_libritts(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
     base = wav_dir or root
     utts, problems, original = [], [], 0
@@ -265,6 +284,7 @@ def read_libritts(root: Path, metadata: Path | None = None, wav_dir: Path | None
             problems.append(Problem(uid, f"{_rel(root, txt or audio)}: empty transcript"))
             continue
         utts.append(Utterance(uid, _rel(root, audio), " ".join(text.split()), speaker))
+    problems += _transcripts_without_audio(root, base)
     problems.append(Problem("text", "LibriTTS: read the normalized text (ID.normalized.txt or a "
                                     "chapter's .trans.tsv)" + (f"; {original} clip(s) had only "
                                                                "ID.original.txt, read instead" if original else ""),
@@ -354,13 +374,21 @@ READERS = {"ljspeech": read_ljspeech, "csv": read_csv, "vctk": read_vctk, "libri
            "jsonl": read_jsonl}
 
 
+def locate(data: str | Path, metadata: str | Path | None = None) -> tuple[Path, Path | None]:
+    """(corpus folder, metadata file): the corpus may be given as its metadata file itself (a
+    JSON-lines manifest or a metadata .csv, as NeMo and HiFi-TTS users pass it)."""
+    data, metadata = Path(data), Path(metadata) if metadata else None
+    if data.is_file() and metadata is None:
+        return data.parent, data
+    return data, metadata
+
+
 def read_corpus(root: str | Path, fmt: str = "auto", metadata: str | Path | None = None,
                 wav_dir: str | Path | None = None) -> tuple[list[Utterance], list[Problem], str]:
     """List a corpus. Returns (utterances in corpus order, problems, the format used)."""
-    root = Path(root)
+    root, metadata = locate(root, metadata)
     if not root.is_dir():
         raise UserError(f"{root}: dataset folder not found")
-    metadata = Path(metadata) if metadata else None
     wav_dir = Path(wav_dir) if wav_dir else None
     if fmt == "auto":
         fmt = detect_format(root, metadata)

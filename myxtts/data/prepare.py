@@ -35,7 +35,7 @@ import numpy as np
 from myxtts import audio
 from myxtts.config import Config, from_dict
 from myxtts.data.cache import FORMAT_VERSION, RECIPE, recipe_path, settings_diff, settings_of, write_json, write_shard
-from myxtts.data.manifest import Problem, read_corpus
+from myxtts.data.manifest import Problem, locate, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
@@ -153,7 +153,8 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
 
 def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress, vocab):
     t0 = time.perf_counter()
-    root, out = Path(data).resolve(), Path(out)
+    root, metadata = locate(data, metadata)
+    root, out = root.resolve(), Path(out)
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
     kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text), vocab)
     problems += text_problems

@@ -164,18 +164,27 @@ def test_libritts_layout_reads_the_normalized_text_and_reports_what_it_cannot_us
             continue  # no transcript at all
         (chapter / f"{uid}.normalized.txt").write_text(text)
         (chapter / f"{uid}.original.txt").write_text(text.upper())
+    chapter = root / "26" / "198"  # transcripts whose clips are gone
+    (chapter / "26_198_000001.normalized.txt").write_text("a transcript without its clip")
+    with (chapter / "26_198.trans.tsv").open("a") as f:
+        f.write("26_198_000002\tGONE TOO\tgone too\n")
     utts, problems, fmt = read_corpus(tmp_path / "LibriTTS")
     assert fmt == "libritts"
     want = [(uid, text) for i, (uid, text) in enumerate(rows) if i != 6]
     assert sorted((u.id, u.text) for u in utts) == sorted(want)  # normalized, not the original
     assert {u.speaker for u in utts} == {"19", "26"}
-    (bad,) = [p for p in problems if not p.kept]
-    assert bad.id == rows[6][0] and "no transcript found" in bad.reason
+    bad = {p.id: p.reason for p in problems if not p.kept}
+    assert sorted(bad) == sorted([rows[6][0], "26_198_000001", "26_198_000002"])
+    assert "no transcript found" in bad[rows[6][0]]
+    assert bad["26_198_000001"] == ("train-clean-100/26/198/26_198_000001.normalized.txt: audio not "
+                                    "found (26_198_000001.wav/.flac)")
+    assert bad["26_198_000002"].startswith("train-clean-100/26/198/26_198.trans.tsv:2: audio not found")
     (note,) = [p for p in problems if p.kept]  # the report says which text was read
     assert "read the normalized text" in note.reason and "had only" not in note.reason
 
     report = prepare(tmp_path / "LibriTTS", tmp_path / "cache", load(), progress=False)
     assert report["utterances"] == len(want) and Cache(tmp_path / "cache").speakers == ["19", "26"]
+    assert {"26_198_000001", "26_198_000002"} <= {x["id"] for x in report["skipped"]}
     assert any("read the normalized text" in n["reason"] for n in report["notes"])
 
 
@@ -208,3 +217,9 @@ def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(t
     for line, why in ((9, "audio not found"), (10, "escapes the dataset folder"), (11, "expected an object"),
                       (12, "not JSON"), (13, "duplicate utterance id")):
         assert any(why in r and (f":{line}:" in r or why == "duplicate utterance id") for r in reasons), (why, reasons)
+
+    # The manifest given as the corpus itself, as NeMo users pass it, on the command line.
+    from myxtts.cli import main
+
+    assert main(["prepare", str(root / "train_manifest.jsonl"), "--out", str(tmp_path / "cache")]) == 0
+    assert sorted(Cache(tmp_path / "cache").ids) == sorted(u.id for u in utts)
