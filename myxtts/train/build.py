@@ -31,7 +31,7 @@ from myxtts.train.compile import compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.finetune import freeze
 from myxtts.train.optim import build_optimizer, build_scheduler
-from myxtts.train.plan import Plan
+from myxtts.train.plan import LR_SETTING, Plan, asked_lr
 from myxtts.train.precision import Precision, device_name, pick_device, resolve
 from myxtts.train.recompute import recompute_blocks
 from myxtts.train.step import TrainStep
@@ -99,7 +99,7 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
                                                                ("precision", precision)) if v})
     cfg = dataclasses.replace(cfg, train=tcfg)
     plan = plan or resolve_plan(cfg, data, stage=stage, info=info)
-    cfg, device = plan.apply(cfg), torch.device(plan.device)
+    cfg, device = plan.apply(cfg, stage), torch.device(plan.device)
     seed_everything(cfg, info.rank)
     prec = resolve(plan.precision, device)
     if plan.compile != "off":
@@ -140,13 +140,13 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     if saved is not None:
         budget, max_batch, lr = saved.frame_budget, saved.max_batch_size, saved.lr
         notes.append(f"batches and learning rate as planned when this run started (data.frame_budget "
-                     f"{budget}, train.lr {lr:.3g})")
+                     f"{budget}, {LR_SETTING[stage]} {lr:.3g})")
     else:
         sized = cfg
         if stage == "acoustic":  # the vocoder's batches are segments of a fixed size
             sized, note = size_batches(cfg, data, device, info)
             notes += [note] if note else []
-        budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, sized.train.lr
+        budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, asked_lr(sized, stage)
     same_device = saved is not None and torch.device(saved.device).type == device.type
     if same_device:
         precision, mode = saved.precision, saved.compile

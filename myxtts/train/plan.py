@@ -24,6 +24,15 @@ FILE = "plan.json"  # RUN/plan.json: the run's plan
 CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
 
 
+# the setting each stage's learning rate comes from: what a plan's ``lr`` resolves
+LR_SETTING = {"acoustic": "train.lr", "vocoder": "vocoder.lr"}
+
+
+def asked_lr(cfg: Config, stage: str = "acoustic") -> float:
+    section, name = LR_SETTING[stage].split(".")
+    return getattr(getattr(cfg, section), name)
+
+
 @dataclass(frozen=True)
 class Plan:
     device: str            # "cuda:0", "cpu"
@@ -32,18 +41,21 @@ class Plan:
     compile: str           # off | default | cudagraphs | regional
     frame_budget: int      # mel frames per batch
     max_batch_size: int    # rows per batch at most (grows with an ``auto`` budget)
-    lr: float              # peak learning rate (scaled with an ``auto`` budget)
+    lr: float              # peak learning rate (scaled with an ``auto`` budget): LR_SETTING's
     world_size: int
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
 
-    def apply(self, cfg: Config) -> Config:
-        """``cfg`` with the resolved values in place of what was asked: what the run trains with."""
+    def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
+        """``cfg`` with the resolved values in place of what was asked: what the run trains with
+        (the learning rate in the stage's own setting, ``LR_SETTING``)."""
         data = dataclasses.replace(cfg.data, frame_budget=self.frame_budget,
                                    max_batch_size=self.max_batch_size)
-        train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile,
-                                    lr=self.lr)
-        return dataclasses.replace(cfg, data=data, train=train)
+        train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile)
+        cfg = dataclasses.replace(cfg, data=data, train=train)
+        section, name = LR_SETTING[stage].split(".")
+        return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
+                                                                         **{name: self.lr})})
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "notes": list(self.notes)}

@@ -22,7 +22,7 @@ from myxtts.train.build import Run, build_run, resolve_plan
 from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs, cudagraph_counts
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
-from myxtts.train.plan import Plan
+from myxtts.train.plan import Plan, asked_lr
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -102,11 +102,11 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     return summary
 
 
-def asked_settings(cfg: Config) -> dict:
+def asked_settings(cfg: Config, stage: str = "acoustic") -> dict:
     """The settings a plan resolves, as the user gave them."""
     return {"precision": cfg.train.precision, "compile": cfg.train.compile,
             "frame_budget": cfg.data.frame_budget, "max_batch_size": cfg.data.max_batch_size,
-            "lr": cfg.train.lr}
+            "lr": asked_lr(cfg, stage)}
 
 
 def plan_lines(asked: Config, plan: Plan) -> dict:
@@ -219,7 +219,7 @@ def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool
                 f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch "
                 "shapes")
         summary = fit(loop, out, log)
-        summary.update(run.plan.to_dict(), asked=asked_settings(cfg))
+        summary.update(run.plan.to_dict(), asked=asked_settings(cfg, "vocoder"))
     finally:
         run.close()
     log.finish(summary)

@@ -225,33 +225,52 @@ print(json.dumps({"graphs": compiled_graphs(), "worst_abs_diff": worst, "losses"
 """
 
 
-def _compile_two_shapes(which: str, cache) -> dict:
-    import json
+def _start(which: str, cache):
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
-    r = subprocess.run([sys.executable, "-c", SYMBOLIC_STEP, which], capture_output=True, text=True,
-                       env=env, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return subprocess.Popen([sys.executable, "-c", SYMBOLIC_STEP, which], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _result(p) -> dict:
+    import json
+
+    out, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+HIDDEN = [n for h in HOOKS for n in h.needs[:1]] + [
+    "torch.fx.experimental.symbolic_shapes:ShapeEnv.deserialize_symexpr"]
 
 
 @pytest.fixture(scope="module")
-def shared_inductor_cache(tmp_path_factory):
-    """One compile cache for the runs below that compile the same graphs: they compile once."""
-    return tmp_path_factory.mktemp("inductor")
+def symbolic_runs(tmp_path_factory) -> dict:
+    """The step compiled as it is ("fixed"), then with each hooked name hidden in turn: the
+    hidden ones run side by side, on the compile cache "fixed" filled (they compile the same
+    graphs), except the convolution's, whose lowering only a cold compile exercises (inductor's
+    cache is keyed by the graph, not by how it was lowered)."""
+    shared = tmp_path_factory.mktemp("inductor")
+    hidden = [name for name in HIDDEN if name not in LACKING]
+    cold = [name for name in hidden if name.endswith(":aten_convolution_backward_fallback")]
+    started = {name: _start(f"without {name}", tmp_path_factory.mktemp("cold")) for name in cold}
+    runs = {"fixed": _result(_start("fixed", shared))}  # beside the cold one: its own cache
+    started.update({name: _start(f"without {name}", shared) for name in hidden if name not in cold})
+    runs.update({name: _result(p) for name, p in started.items()})
+    return runs
 
 
-def test_one_inductor_compile_serves_every_batch_size_and_length(shared_inductor_cache):
+def test_one_inductor_compile_serves_every_batch_size_and_length(symbolic_runs):
     assert torch.backends.mkldnn.enabled  # the CPU's fast convolutions are left on outside the step
     """A step of the model's own layers, compiled by inductor with symbolic shapes, runs a second
     batch size and length on the graph of the first, and matches eager (loss and gradients).
     Without ``keep_shapes_symbolic`` the same two shapes compile twice (checked when it was
     written: torch 2.13 specialises the lengths in the backward)."""
-    out = _compile_two_shapes("fixed", shared_inductor_cache)
+    out = symbolic_runs["fixed"]
     assert out["graphs"] == 1, out
     assert out["worst_abs_diff"] < 1e-4, out
     # one note for each name this torch lacks (none on the torch CI runs; a real 2.11 lacks one)
@@ -259,20 +278,16 @@ def test_one_inductor_compile_serves_every_batch_size_and_length(shared_inductor
     assert all(any(name in note for note in out["notes"]) for name in LACKING), out
 
 
-@pytest.mark.parametrize("name", [n for h in HOOKS for n in h.needs[:1]]
-                         + ["torch.fx.experimental.symbolic_shapes:ShapeEnv.deserialize_symexpr"])
-def test_a_torch_without_a_private_name_still_trains_compiled_and_says_so(name, shared_inductor_cache, tmp_path):
+@pytest.mark.parametrize("name", HIDDEN)
+def test_a_torch_without_a_private_name_still_trains_compiled_and_says_so(name, symbolic_runs):
     """Each private torch name a hook needs, missing as on a release without it (hidden from the
     feature check: torch's own code may still use it): the hook is left out, the run says which
     name is missing in one line, and the compiled step still trains and matches eager with
     torch's own behaviour (it may compile a shape more). A real torch 2.11, which lacks inductor's
-    convolution fallback, was checked by hand (benchmarks/results/2026-11-26-torch-releases-cpu.md)."""
-    # Inductor's cache is keyed by the graph, not by how it was lowered: the convolution's
-    # lowering is only exercised by a cold compile.
+    convolution fallback, was checked too (benchmarks/results/2026-11-26-torch-releases-cpu.md)."""
     if name in LACKING:
         pytest.skip(f"torch {torch.__version__} lacks {name} itself: the test above covers it")
-    lowering = name.endswith(":aten_convolution_backward_fallback")
-    out = _compile_two_shapes(f"without {name}", tmp_path if lowering else shared_inductor_cache)
+    out = symbolic_runs[name]
     assert out["worst_abs_diff"] < 1e-4, out
     assert out["losses"][-1] < out["losses"][0], out
     mine = [note for note in out["notes"] if name in note]

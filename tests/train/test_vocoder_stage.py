@@ -40,6 +40,13 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
         total = cfg.vocoder.mel_loss_weight * x["mel_l1"] + cfg.vocoder.stft_loss_weight * x["stft"]
         assert abs(total - x["loss"]) < 1e-3 * abs(x["loss"])
 
+    # the plan and the summary record the rate the vocoder trains at, vocoder.lr, not train.lr
+    cfg = load("tiny")
+    assert cfg.vocoder.lr != cfg.train.lr
+    assert json.loads((run / "plan.json").read_text())["lr"] == cfg.vocoder.lr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["lr"] == summary["asked"]["lr"] == cfg.vocoder.lr
+
     ckpt = run / "checkpoints" / "step-00000003"
     gen, cfg, _, meta = load_model(ckpt / "model.safetensors")
     assert meta["kind"] == "vocoder" and meta["step"] == 3

@@ -66,7 +66,9 @@ def test_bench_train_quick_reports_every_mode_without_recompiles(bench_cache, tm
     assert comp["compile_s"] > 0 and comp["ops_per_step"] is None
     for mode in ("eager_fp32", "compiled"):  # from the start of the mode, building included
         m = r["train"][mode]
-        assert m["build_s"] < m["time_to_full_speed_s"]  # counted from before the run was built
+        # None: 3 steps on a busy machine did not settle to full speed (a timing, not asserted)
+        full = m["time_to_full_speed_s"]
+        assert full is None or m["build_s"] < full  # counted from before the run was built
     eager = r["train"]["eager_fp32"]
     assert eager["compile_s"] is None and eager["ops_per_step"] > 100  # a real step's ops
     assert eager["host_sync_ops_per_step"] == 0 and eager["ops_shape"] in r["shapes"]
