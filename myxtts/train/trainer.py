@@ -26,22 +26,26 @@ from myxtts.train.plan import Plan, asked_lr
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-          log=TrainLog, evaluate=None, init: finetune.Source | None = None) -> dict:
-    """Train (or resume) the acoustic model. Returns the run summary. ``log`` makes the run's
-    log: ``(out, cfg, is_main, progress) -> TrainLog`` (the command line passes the one with
-    GPU sampling, TensorBoard and the report). ``evaluate``, if given, is called as
-    ``(step, model, cache) -> {name: figure}`` every ``train.eval_every`` steps on rank 0 (the
-    command line passes ``myxtts.evaluate.periodic.TrainingEval``). ``init``: the trained
-    weights a new run starts from (``cfg`` already configured for them, ``finetune.configure``);
-    ignored when the run resumes."""
+          log=TrainLog, evaluate=None, init: finetune.Source | None = None,
+          stage: str = "acoustic") -> dict:
+    """Train (or resume) a stage: the acoustic model, or the vocoder on the cache's waveforms.
+    Returns the run summary. ``log`` makes the run's log: ``(out, cfg, is_main, progress) ->
+    TrainLog`` (the command line passes the one with GPU sampling, TensorBoard and the report).
+    ``evaluate``, if given, is called as ``(step, model, cache) -> {name: figure}`` every
+    ``train.eval_every`` steps on rank 0 (the command line passes
+    ``myxtts.evaluate.periodic.TrainingEval``). ``init``: the trained weights a new run starts
+    from (``cfg`` already configured for them, ``finetune.configure``); ignored when the run
+    resumes. Both stages run this one flow; what differs is in :func:`_header` and
+    :func:`_after_step` (validation, samples and evaluation are the acoustic model's)."""
     out = Path(out)
-    info = D.setup()
+    # the vocoder stage refuses several processes (build.py) before any process group exists
+    info = D.setup() if stage == "acoustic" else D.DistInfo()
     try:
-        last = ckpt.resume_point(out, "acoustic")
+        last = ckpt.resume_point(out, stage)
         init = init if last is None else None
-        plan = resolve_plan(cfg, data, info=info, saved=Plan.load(last) if last else None,
+        plan = resolve_plan(cfg, data, stage=stage, info=info, saved=Plan.load(last) if last else None,
                             init_from=init.record() if init else None)
-        run = build_run(cfg, data, info=info, plan=plan)
+        run = build_run(cfg, data, stage=stage, info=info, plan=plan)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
@@ -50,6 +54,12 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
             run.close()
     finally:
         D.teardown(info)
+
+
+def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
+                  log=TrainLog, init: finetune.Source | None = None) -> dict:
+    """:func:`train` of the vocoder stage."""
+    return train(cfg, data, out, progress, log, init=init, stage="vocoder")
 
 
 def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=None,
@@ -67,15 +77,46 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
             (out / CHECKPOINTS).mkdir(exist_ok=True)  # a run from its start (models.checkpoint.run_of)
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
-    frozen = count_parameters(run.model, trainable_only=False) - count_parameters(run.model)
-    log.say(f"model: {count_parameters(run.model) / 1e6:.2f} M parameters"
-            + (f" (+{frozen / 1e6:.2f} M frozen: {cfg.train.freeze})" if frozen else "") + " | "
-            + " | ".join(f"{k} {v}" for k, v in plan_lines(asked, run.plan).items()))
-    for note in run.plan.notes:
-        log.say(note)
-    log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
-            f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%")
+    for line in _header(asked, run):
+        log.say(line)
     compiled = _compile_up_front(run, log)
+    summary = fit(loop, out, log, _after_step(run, loop, log, evaluate))
+    summary.update(compiled)
+    if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
+        summary.update(cudagraph_counts())
+    summary.update(run.plan.to_dict(), asked=asked_settings(asked, run.stage))  # as resolved, and as asked
+    if info.enabled:
+        summary["params_identical_across_ranks"] = _params_agree(run)
+    log.finish(summary)
+    return summary
+
+
+def _header(asked: Config, run: Run) -> list[str]:
+    """The run header: the model, the plan (with how each ``auto`` resolved) and the data."""
+    cfg = run.cfg
+    if run.stage == "vocoder":
+        seg = cfg.vocoder.segment_frames
+        return [f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "
+                f"({run.plan.device_name}) | precision {run.precision.name}"
+                + (f" | init from {finetune.describe_origin(run.plan.init_from)}" if run.plan.init_from else ""),
+                *run.plan.notes,
+                f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
+                f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch shapes"]
+    frozen = count_parameters(run.model, trainable_only=False) - count_parameters(run.model)
+    return [f"model: {count_parameters(run.model) / 1e6:.2f} M parameters"
+            + (f" (+{frozen / 1e6:.2f} M frozen: {cfg.train.freeze})" if frozen else "") + " | "
+            + " | ".join(f"{k} {v}" for k, v in plan_lines(asked, run.plan).items()),
+            *run.plan.notes,
+            f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
+            f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%"]
+
+
+def _after_step(run: Run, loop: Loop, log, evaluate=None):
+    """What runs after each acoustic step: validation (and the best weights), samples and the
+    periodic evaluation, each on its schedule; None for the vocoder."""
+    if run.stage == "vocoder":
+        return None
+    cfg, info = run.cfg, run.info
 
     def after_step(step: int) -> None:
         if step % cfg.train.val_every == 0 or step == cfg.train.max_steps:
@@ -90,16 +131,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         if evaluate is not None and info.is_main and cfg.train.eval_every and step % cfg.train.eval_every == 0:
             log.evaluation(step, evaluate(step, run.model, run.cache))
             loop.timer.restart()  # evaluation time is not step time
-
-    summary = fit(loop, out, log, after_step)
-    summary.update(compiled)
-    if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
-        summary.update(cudagraph_counts())
-    summary.update(run.plan.to_dict(), asked=asked_settings(asked))  # as resolved, and as asked
-    if info.enabled:
-        summary["params_identical_across_ranks"] = _params_agree(run)
-    log.finish(summary)
-    return summary
+    return after_step
 
 
 def asked_settings(cfg: Config, stage: str = "acoustic") -> dict:
@@ -166,61 +198,19 @@ def _params_agree(run: Run) -> bool:
 
 @torch.no_grad()
 def validate(run: Run) -> float | None:
-    """Mean validation loss over the held-out split (all ranks, averaged)."""
-    core, precision = run.model, run.precision
+    """Mean validation loss over the held-out split (all ranks, averaged), by the step's own
+    forward and loss (eager: the held-out batches' shapes are not the compiled ones)."""
+    core, device = run.model, run.precision.device
     total, n = None, 0
     core.eval()
     # Prenet dropout stays on in eval; forking the RNG keeps validation from shifting the
     # training run's random stream (exact resume depends on it).
-    with torch.random.fork_rng(devices=[precision.device] if precision.device.type == "cuda" else []):
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         for b in run.batches.validation():
-            with precision.autocast():
-                out = core(b.tensors)
-            loss = core.losses(b.tensors, {k: v.float() for k, v in out.items()})["loss"]
+            loss = run.step_fn.forward_loss(b.tensors)["loss"]
             total = loss if total is None else total + loss
             n += 1
     core.train()
     if total is None:
         return None
     return float(D.all_reduce_mean(total / n, run.info).item())
-
-
-def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-                  log=TrainLog, init: finetune.Source | None = None) -> dict:
-    """Train (or resume) the vocoder on the cache's waveforms. Returns the run summary.
-    ``log`` makes the run's log: ``(out, cfg, is_main, progress) -> TrainLog``. ``init``: as
-    for :func:`train`."""
-    out = Path(out)
-    last = ckpt.resume_point(out, "vocoder")
-    init = init if last is None else None
-    plan = resolve_plan(cfg, data, stage="vocoder", saved=Plan.load(last) if last else None,
-                        init_from=init.record() if init else None)
-    run = build_run(cfg, data, stage="vocoder", plan=plan)
-    loop = Loop(run)
-    log = log(out, cfg, True, progress)
-    try:
-        if last is not None:
-            loop.restore(last)
-            log.say(f"resuming from {last} at step {loop.state.step}")
-        else:
-            if init is not None:
-                finetune.load(run, init)
-            cfg.save(out / "config.yaml")
-            run.plan.save(out)
-            (out / CHECKPOINTS).mkdir(exist_ok=True)
-        if loop.state.step >= cfg.train.max_steps:
-            return log.already_done(loop.state.step)
-        log.say(f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "
-                f"({run.plan.device_name}) | precision {run.precision.name}"
-                + (f" | init from {finetune.describe_origin(run.plan.init_from)}"
-                   if run.plan.init_from else ""))
-        seg = cfg.vocoder.segment_frames
-        log.say(f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
-                f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch "
-                "shapes")
-        summary = fit(loop, out, log)
-        summary.update(run.plan.to_dict(), asked=asked_settings(cfg, "vocoder"))
-    finally:
-        run.close()
-    log.finish(summary)
-    return summary
