@@ -30,11 +30,11 @@ from myxtts.train.batches import Batches
 from myxtts.train.compile import compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.finetune import freeze
-from myxtts.train.optim import build_optimizer, build_scheduler
+from myxtts.train.optim import build_optimizer, build_scheduler, build_vocoder_optimizer, build_vocoder_scheduler
 from myxtts.train.plan import LR_SETTING, Plan, asked_lr
 from myxtts.train.precision import Precision, device_name, pick_device, resolve
 from myxtts.train.recompute import recompute_blocks
-from myxtts.train.step import TrainStep
+from myxtts.train.step import Step, TrainStep
 from myxtts.train.vocoder import VocoderStep
 
 STAGES = ("acoustic", "vocoder")
@@ -49,7 +49,7 @@ class Run:
     precision: Precision
     cache: Cache
     model: torch.nn.Module         # the bare module a checkpoint's weights belong to
-    step_fn: object                # TrainStep | VocoderStep: one optimizer step, no host sync
+    step_fn: Step                  # TrainStep | VocoderStep: one optimizer step, no host sync
     optimizer: torch.optim.Optimizer
     scheduler: object
     sampler: object                # the training split's BucketSampler (the run's shapes)
@@ -232,6 +232,8 @@ def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
     gen = build_generator(cfg).to(device)
     batches = Batches(cache, cfg, device, info, with_wav=True) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    step_fn = VocoderStep(cfg, gen, prec, len(sampler))
-    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, step_fn.opt,
-               step_fn.sched, sampler, batches, plan)
+    opt = build_vocoder_optimizer(gen, cfg)
+    sched = build_vocoder_scheduler(opt, cfg, len(sampler))
+    step_fn = VocoderStep(cfg, gen, opt, sched, prec)
+    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, opt, sched, sampler,
+               batches, plan)

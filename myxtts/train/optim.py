@@ -1,11 +1,17 @@
-"""AdamW (fused kernel) and the learning-rate schedules: warmup + cosine, or constant."""
+"""Each stage's optimizer and learning-rate schedule, built here and handed to its step.
+
+The acoustic model: AdamW (fused kernel), warmup + cosine or constant. The vocoder: AdamW with
+HiFi-GAN's betas (0.8, 0.99, as measured), its rate decayed by 0.999 per epoch as HiFi-GAN's
+recipe does (``train.schedule=constant`` keeps it fixed)."""
 from __future__ import annotations
 
 import math
 
 import torch
 
-from myxtts.config import TrainConfig
+from myxtts.config import Config, TrainConfig
+
+EPOCH_DECAY = 0.999  # HiFi-GAN's learning-rate decay per epoch
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig):
@@ -45,3 +51,12 @@ def lr_lambda(cfg: TrainConfig):
 
 def build_scheduler(optimizer, cfg: TrainConfig):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+
+
+def build_vocoder_optimizer(gen: torch.nn.Module, cfg: Config):
+    return torch.optim.AdamW(gen.parameters(), cfg.vocoder.lr, betas=(0.8, 0.99), fused=True)
+
+
+def build_vocoder_scheduler(optimizer, cfg: Config, epoch_len: int):
+    gamma = 1.0 if cfg.train.schedule == "constant" else EPOCH_DECAY ** (1 / max(1, epoch_len))
+    return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma)

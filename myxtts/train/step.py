@@ -9,15 +9,46 @@ when the trainer logs; a non-finite loss or gradient norm sets the fused optimiz
 ``found_inf`` flag, which makes the kernel skip the update (step counter included) on the
 device, and bumps two device counters (total skipped, skipped in a row) that the trainer checks
 on logging steps.
+
+Both stages' steps (this one and ``train.vocoder.VocoderStep``) meet one contract, :class:`Step`:
+what the loop, the checkpoint and the measuring side use of a step, and nothing else.
 """
 from __future__ import annotations
 
 import contextlib
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from myxtts.config import TrainConfig
 from myxtts.train.precision import Precision
+
+
+@runtime_checkable
+class Step(Protocol):
+    """One optimizer step of a stage, given its optimizer and schedule by the builder."""
+
+    micro_batches: int  # batches one call takes (gradient accumulation)
+    compile_mode: str  # off | default | cudagraphs | regional: how train.compile compiled it
+    nonfinite_hint: str  # what to change when the loss stops being finite
+    opt: torch.optim.Optimizer
+
+    def __call__(self, micro_batches: list[dict]) -> None: ...
+
+    def frames_of(self, batch) -> int: ...  # the mel frames a batch trains on (throughput)
+
+    @property
+    def lr(self) -> float: ...
+
+    def read_window(self, reduce=None) -> dict[str, float]: ...  # losses since the last read
+
+    def request_skipped_run(self) -> None: ...
+
+    def skipped_run_if_ready(self) -> int | None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class StepCounters:

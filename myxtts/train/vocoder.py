@@ -3,8 +3,8 @@
 Trains the generator on the waveforms stored in the cache (``data.store_wav=true``), one random
 ``vocoder.segment_frames`` crop per utterance, on the reconstruction losses of
 :mod:`myxtts.models.vocoder` (``mel_loss_weight`` x mel L1 + ``stft_loss_weight`` x
-multi-resolution STFT). AdamW (betas 0.8, 0.99, as measured) decays its learning rate by 0.999
-per epoch, as HiFi-GAN's recipe does (``train.schedule=constant`` keeps it fixed).
+multi-resolution STFT), with the optimizer and schedule the builder gives it
+(``train.optim.build_vocoder_optimizer``: AdamW, the rate decayed per epoch as HiFi-GAN's is).
 
 Single process. Losses stay on the device and are read only on logging steps; a non-finite loss
 makes the fused optimizer skip its update on the device, like the acoustic trainer does.
@@ -25,8 +25,6 @@ from myxtts.config import Config
 from myxtts.models.vocoder import random_segments, reconstruction_loss
 from myxtts.train.step import StepCounters
 
-EPOCH_DECAY = 0.999  # HiFi-GAN's learning-rate decay per epoch
-
 
 class VocoderStep(StepCounters):
     """One generator update; keeps running loss sums on the device."""
@@ -35,12 +33,10 @@ class VocoderStep(StepCounters):
     compile_mode, compile_notes = "off", ()  # never compiled
     nonfinite_hint = "lower vocoder.lr or use train.precision=fp32"
 
-    def __init__(self, cfg: Config, gen, precision, epoch_len: int):
+    def __init__(self, cfg: Config, gen, optimizer, scheduler, precision):
         self.cfg, self.gen, self.precision = cfg, gen, precision
         dev = precision.device
-        self.opt = torch.optim.AdamW(gen.parameters(), cfg.vocoder.lr, betas=(0.8, 0.99), fused=True)
-        gamma = 1.0 if cfg.train.schedule == "constant" else EPOCH_DECAY ** (1 / max(1, epoch_len))
-        self.sched = torch.optim.lr_scheduler.ExponentialLR(self.opt, gamma)
+        self.opt, self.sched = optimizer, scheduler
         self.scaler = precision.grad_scaler()
         self.mel_fn = MelSpectrogram(cfg.audio).to(dev)
         super().__init__(dev)

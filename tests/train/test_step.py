@@ -161,3 +161,19 @@ def test_op_counter_sees_a_host_read():
         float(x.sum())
         torch.nonzero(x)
     assert set(StepOps(dict(c.counts)).syncs) == {"aten._local_scalar_dense", "aten.nonzero"}
+
+
+@pytest.mark.parametrize("stage", ["acoustic", "vocoder"])
+def test_both_stages_steps_meet_one_contract_with_the_builders_optimizer(stage, lj_cache):
+    from myxtts.train.build import build_run
+    from myxtts.train.step import Step
+
+    cfg = load("tiny", [o for o in FAST if not o.startswith("train.compile")] + ["train.compile=off"])
+    run = build_run(cfg, lj_cache, stage=stage, with_batches=False)
+    try:
+        assert isinstance(run.step_fn, Step)
+        assert run.step_fn.opt is run.optimizer  # built by the builder, handed to the step
+        want = cfg.train.lr if stage == "acoustic" else cfg.vocoder.lr
+        assert run.plan.lr == want and run.optimizer.param_groups[0]["initial_lr"] == pytest.approx(want)
+    finally:
+        run.close()

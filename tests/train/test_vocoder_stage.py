@@ -123,12 +123,16 @@ def test_a_vocoder_step_reads_nothing_back_from_the_device():
     to the host and copy nothing to it, like the acoustic step (tests/train/test_step.py)."""
     from myxtts.models.vocoder import build_generator
     from myxtts.observe.ops import count_step_ops
+    from myxtts.train.optim import build_vocoder_optimizer, build_vocoder_scheduler
     from myxtts.train.precision import resolve
     from myxtts.train.vocoder import VocoderStep
 
     cfg = load("tiny", ["vocoder.segment_frames=16"])
     torch.manual_seed(0)
-    step = VocoderStep(cfg, build_generator(cfg), resolve("fp32", torch.device("cpu")), epoch_len=10)
+    gen = build_generator(cfg)
+    opt = build_vocoder_optimizer(gen, cfg)
+    step = VocoderStep(cfg, gen, opt, build_vocoder_scheduler(opt, cfg, epoch_len=10),
+                       resolve("fp32", torch.device("cpu")))
     hop = cfg.audio.hop_length
     batch = {"mel": torch.randn(2, 40, cfg.audio.n_mels) - 5, "wav": torch.randn(2, 40 * hop) * 0.1,
              "mel_lens": torch.tensor([40, 30])}
