@@ -7,8 +7,10 @@ command that takes them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
 
 from myxtts import __version__
@@ -57,14 +59,33 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
+@contextlib.contextmanager
+def ctrl_c_deferred():
+    """A Ctrl-C while modules load is kept until they have loaded, then raised. Raised where it
+    lands, it can land inside an extension module's import while C++ calls back into Python
+    (torch's does), and a KeyboardInterrupt thrown through that C++ aborts the process
+    (``std::terminate``) instead of reaching any handler."""
+    got: list[int] = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    except ValueError:  # not the main thread: signals cannot be set here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if got:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
+        with ctrl_c_deferred():
+            parser = build_parser()  # imports torch: seconds, in which a Ctrl-C is an answer too
     except KeyboardInterrupt:
         err("myxtts: interrupted")
-        # A Ctrl-C that lands while an extension module runs Python code during its import
-        # leaves CPython marked "interrupted" even though it was caught here, and the
-        # interpreter would then kill itself with SIGINT on exit. Nothing is open yet: leave now.
+        # Nothing is open yet: leave now, without the interpreter's exit clean-up.
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
     args = parse(parser, argv)

@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-import numpy as np
-
 from myxtts.observe.flops import count_step_flops, mfu
 from myxtts.train.batches import Batch, BucketBatches, shape_plans
 from myxtts.train.build import Run
@@ -46,8 +44,7 @@ class FixedBatches:
         bb = BucketBatches(cache, cfg, device)
         self.batches: list[Batch] = []
         for plan in shape_plans(sampler):
-            self.batches.append(Batch(bb.device_batch(plan), int(np.sum(cache.n_frames[plan.indices])),
-                                      len(plan.indices)))
+            self.batches.append(Batch.of(bb.device_batch(plan), plan, cache.n_frames))
         sync(device)
         self._i = 0
 
@@ -57,8 +54,7 @@ class FixedBatches:
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
         """(B, Tt, Tm) of each batch."""
-        return [(int(b.tensors["tokens"].shape[0]), int(b.tensors["tokens"].shape[1]),
-                 int(b.tensors["mel"].shape[1])) for b in self.batches]
+        return [b.shape for b in self.batches]
 
     def next(self) -> Batch:
         batch = self.batches[self._i % len(self.batches)]
@@ -102,10 +98,10 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
             t_end = None if seconds is None else time.perf_counter() + seconds
             for _ in range(steps):
                 s0 = time.perf_counter()
-                micro = loop.step_once()
+                got = loop.step_once()
                 host_ms += loop.last_host_ms
-                for b in micro:
-                    timed.setdefault(tuple(b["mel"].shape), [0, b])[0] += 1
+                for b in got:
+                    timed.setdefault(b.shape, [0, b.tensors])[0] += 1
                 if t_end is not None and time.perf_counter() + (time.perf_counter() - s0) > t_end:
                     break  # the next step would overrun
             sync(run.device)

@@ -17,6 +17,13 @@ class Batch:
     tensors: dict  # device tensors (the batch contract of data.dataset), tensors only
     frames: int    # real mel frames, counted on the host from the plan (no device sync)
     samples: int
+    shape: tuple = ()  # (B, Tt, Tm): the batch shape, as the sampler's shapes() name it
+
+    @classmethod
+    def of(cls, tensors: dict, plan: BatchPlan, n_frames: np.ndarray) -> Batch:
+        """The batch a plan made; ``n_frames``: the cache's frames per utterance."""
+        return cls(tensors, int(np.sum(n_frames[plan.indices])), len(plan.indices),
+                   (len(plan.indices), plan.text_len, plan.mel_len))
 
 
 class Batches:
@@ -37,7 +44,7 @@ class Batches:
         # loading data must never touch the training run's randomness.
         with torch.random.fork_rng(devices=[]):
             tensors, plan = next(self.stream)
-        return Batch(tensors, int(np.sum(self.cache.n_frames[plan.indices])), len(plan.indices))
+        return Batch.of(tensors, plan, self.cache.n_frames)
 
     @property
     def last_wait_s(self) -> float:

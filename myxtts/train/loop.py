@@ -92,14 +92,14 @@ class Loop:
         self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
         self.last_host_ms = 0.0
 
-    def step_once(self) -> list[dict]:
-        """One optimizer step on the next ``micro_batches`` batches; returns them.
+    def step_once(self) -> list:
+        """One optimizer step on the next ``micro_batches`` batches; returns them (``Batch``es).
         ``last_host_ms`` is the host time the step call took (launching, or computing on a CPU)."""
         run, timer = self.run, self.timer
         with timer.data_wait():
             got = [self.batches.next() for _ in range(run.step_fn.micro_batches)]
         micro = [b.tensors for b in got]
-        shape = tuple(micro[0]["mel"].shape)
+        shape = got[0].shape  # (B, Tt, Tm), the sampler's name for it
         new_shape = shape not in self.seen_shapes
         self.seen_shapes.add(shape)
         graphs = compiled_graphs()
@@ -112,7 +112,7 @@ class Loop:
         self.state.step += 1
         timer.step_done(frames=sum(run.step_fn.frames_of(b) for b in got),
                         samples=sum(b.samples for b in got))
-        return micro
+        return got
 
     # ------------------------------------------------------------------- checkpoint state
     def components(self) -> dict:

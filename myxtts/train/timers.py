@@ -6,8 +6,9 @@ a step. Per step it records:
 
 * data wait  -- host time blocked in ``next(batches)``: the GPU may starve during it;
 * compute    -- device time of the step (forward, loss, backward, optimizer): CUDA events on the
-                compute stream, keyed by the batch shape, because a compiled step has one cost
-                per shape and oscillation is the CoV of step time *within* one shape;
+                compute stream, keyed by the batch shape (B, Tt, Tm, as the sampler names it),
+                because a compiled step has one cost per shape and oscillation is the CoV of
+                step time *within* one shape;
 * phases     -- only when the timer is one of the step's hooks (``TrainStep.hooks``): device
                 time of forward(+loss), backward(+clipping) and optimizer(+schedule) within it;
 * wall       -- host time from one ``step_done`` to the next.
