@@ -51,10 +51,13 @@ def test_every_step_runs_and_the_record_has_every_figure_or_why_not(smoke):
     # what it can: numbers, for the cold run and the warm one
     assert isinstance(r["input_bound_pct"], float)
     assert r["recompiles_after_warmup"] == {"cold": 0, "warm": 0}
-    assert r["time_to_full_speed_s"]["cold"] > 0 and r["time_to_full_speed_s"]["warm"] > 0
+    # time to full speed: a figure or None (a few steps on a busy machine may not settle:
+    # a timing, not asserted); where there is one, from process start counts more than the loop
+    assert all(v is None or v > 0 for v in r["time_to_full_speed_s"].values())
     cold = r["runs"]["cold"]
     assert cold["stopped"] == "time budget reached"  # exit 75, counted as success
-    assert cold["time_to_full_speed_from_process_start_s"] > cold["time_to_full_speed_s"]
+    full = cold["time_to_full_speed_s"]
+    assert full is None or cold["time_to_full_speed_from_process_start_s"] > full
     assert set(r["not_measured"]) <= {"gpu_util_mean_pct", "mfu_pct", "commit"}
     assert r["smoke"] is True and r["machine"]["torch"] == torch.__version__
     assert r["warm"]["mode"] == "eager_fp32"  # what train.compile=auto runs on a CPU

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from myxtts.config import load
-from myxtts.evaluate.evaluation import DNSMOS, FIGURES, NO_RECORDING, PERIODIC, Result, Spoken, summarize
+from myxtts.evaluate.evaluation import DNSMOS, FIGURES, NO_RECORDING, PERIODIC, Result, summarize
 from myxtts.evaluate.naturalness import SCORES
 from myxtts.evaluate.report import write_report
+from myxtts.speak import Spoken
 
 from .conftest import SR, lj_wav
 
