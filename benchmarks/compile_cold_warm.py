@@ -60,7 +60,8 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     import torch
 
     from myxtts.config import load
-    from myxtts.train.batches import BucketBatches, shape_plans
+    from myxtts.data.sampler import shape_plans
+    from myxtts.train.batches import BucketBatches
     from myxtts.train.build import build_run
     from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs
 
@@ -72,7 +73,7 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     bb = BucketBatches(run.cache, run.cfg, run.device)
     with torch.random.fork_rng(devices=[]):
         for plan in shape_plans(run.sampler):  # every shape again: nothing may compile now
-            run.step_fn.compile_shape(bb.device_batch(plan))
+            run.step_fn.compile_shape(bb.device_batch(plan).tensors)
     from torch._dynamo.utils import counters
 
     return {"shapes": [list(s) for s in run.shapes], "compile_s": round(seconds, 1),

@@ -32,7 +32,7 @@ def main() -> None:
     rows, t0 = [], time.perf_counter()
     for i in idx:
         mel = torch.from_numpy(np.asarray(cache.mel(i), dtype=np.float32))
-        rows.append({"id": cache.ids[i], "text": cache.texts[i],
+        rows.append({"id": cache.index.id[i], "text": cache.index.text[i],
                      "recording": listener.asr.transcribe(recording(cache, i), sr),
                      "copy_synthesis": listener.asr.transcribe(vocode(mel), sr)})
     refs = [r["text"] for r in rows]

@@ -43,7 +43,7 @@ def centroids(cache: Cache, listener: Listener) -> dict[str, np.ndarray]:
     train = [int(i) for i in cache.indices("train")]
     out = {}
     for s, name in enumerate(cache.speakers):
-        mine = [i for i in train if int(cache.speaker[i]) == s][:PER_VOICE]
+        mine = [i for i in train if int(cache.index.speaker[i]) == s][:PER_VOICE]
         embs = [e for e in (listener.speaker.embed(recording(cache, i), sr) for i in mine) if e is not None]
         mean = np.mean(embs, axis=0)
         out[name] = mean / np.linalg.norm(mean)
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
 
     out = Path(args.out)
     record = {"date": time.strftime("%Y-%m-%d"), "device": args.device_label, "voice": voice,
-              "voice_cache": args.voice, "sentences": len(sentences), "reference": cache.ids[sentences[0].ref],
+              "voice_cache": args.voice, "sentences": len(sentences), "reference": cache.index.id[sentences[0].ref],
               "torch": torch.__version__, "rows": rows}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
     cols = ["model", "step", "wer", "cer", "dnsmos_ovrl", "cos_own", "cos_best_other", "closest_other",

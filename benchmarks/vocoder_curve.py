@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     idx = [int(i) for i in cache.indices("val")][: args.limit]
     refs = [recording(cache, i) for i in idx]
     mels = [np.asarray(cache.mel(i), dtype=np.float32) for i in idx]
-    texts = [cache.texts[i] for i in idx]
+    texts = [cache.index.text[i] for i in idx]
     judge, asr = Naturalness(), Recognizer()
     a = cache.audio_cfg
     rows = []

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from myxtts.commands.common import EXIT_FAILED, EXIT_OK, add_command
-from myxtts.data.cache import verify
 from myxtts.data.prepare import repair
+from myxtts.data.verify import verify
 
 
 def add_parser(sub) -> None:

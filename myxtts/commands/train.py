@@ -12,7 +12,7 @@ from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, EXIT_STOPPED, add_command, add_config, add_data, add_overrides, load_config
 from myxtts.config import Config, load, parse_override
-from myxtts.data.cache import with_cache_settings
+from myxtts.data.format import with_cache_settings
 from myxtts.errors import UserError
 from myxtts.observe.runlog import RunLog
 from myxtts.train import checkpoint as ckpt

@@ -34,7 +34,16 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.config import Config, from_dict
-from myxtts.data.cache import FORMAT_VERSION, RECIPE, recipe_path, settings_diff, settings_of, write_json, write_shard
+from myxtts.data.format import (
+    FORMAT_VERSION,
+    RECIPE,
+    Index,
+    recipe_path,
+    settings_diff,
+    settings_of,
+    write_json,
+    write_shard,
+)
 from myxtts.data.manifest import Problem, locate, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
@@ -283,8 +292,9 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
 def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, problems, unknown,
            computed: dict, elapsed: float, workers: int) -> dict:
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
-    cols = {k: [] for k in ("id", "text", "audio", "speaker_name", "shard", "mel_offset", "n_frames",
-                            "tok_offset", "n_tokens", "wav_offset", "n_samples")}
+    per_entry = ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens", "wav_offset",
+                 "n_samples")  # the Index columns a shard's entries hold; shard, speaker, val come here
+    cols = {k: [] for k in per_entry + ("speaker_name", "shard")}
     skipped = [{"id": p.id, "reason": p.reason} for p in problems if not p.kept]
     notes = [{"id": p.id, "reason": p.reason} for p in problems if p.kept]
     names = [f"{j:05d}" for j in range(n_chunks)]
@@ -294,8 +304,7 @@ def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, prob
         for e in info["entries"]:
             cols["shard"].append(j)
             cols["speaker_name"].append(e["speaker"])
-            for k in ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens",
-                      "wav_offset", "n_samples"):
+            for k in per_entry:
                 cols[k].append(e[k])
     speakers = sorted(set(cols["speaker_name"]))
     spk_index = {s: i for i, s in enumerate(speakers)}
@@ -316,7 +325,7 @@ def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, prob
         (out / "meta.json").unlink(missing_ok=True)
         raise UserError(f"no usable utterances in {root}: {skip_summary(skipped)}; "
                         f"details in {out / 'report.json'}")
-    write_json(out / "index.json", cols)
+    write_json(out / "index.json", Index.from_json(cols).to_json())
     meta = {k: recipe[k] for k in ("format_version", "settings", "config", "source", "vocab")}
     meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
     write_json(out / "meta.json", meta)

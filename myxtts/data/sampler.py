@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 from torch.utils.data import Sampler
 
+from myxtts.data.batch import BatchPlan
 from myxtts.errors import UserError
 
 # A filler row is a real utterance seen a second time this epoch: it still trains the model,
@@ -52,18 +52,6 @@ class Bucket:
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.batch_size, self.text_len, self.mel_len)
-
-
-class BatchPlan(NamedTuple):
-    """What a loader worker needs to build one batch; sent to it by the DataLoader."""
-    indices: np.ndarray  # (B,) cache indices; [:n_real] real rows, [n_real:] filler
-    n_real: int
-    mel_len: int  # Tm
-    text_len: int  # Tt
-    epoch: int  # seeds the per-epoch reference choice
-    bucket: int
-    slot: int | None = None  # shared-memory slot to write into (assigned by the loader)
-    wide: bool = False  # build float32 features (the contract) instead of the compact float16
 
 
 def round_up(x, m: int):
@@ -173,8 +161,9 @@ class BucketSampler(Sampler):
             # fewer members than one batch.
             rows = np.concatenate([members, np.resize(members, (-n) % size)])
             for s in range(0, rows.size, size):
-                batches.append(BatchPlan(rows[s:s + size], min(size, n - s), bucket.mel_len,
-                                         bucket.text_len, epoch, b))
+                part = rows[s:s + size]
+                batches.append(BatchPlan(part, min(size, n - s), bucket.mel_len, bucket.text_len, epoch,
+                                         b, int(self.mel_lens[part].sum())))
         order = rng.permutation(len(batches)) if self.shuffle else np.arange(len(batches))
         extra = np.resize(order, (-len(batches)) % self.world_size) if batches else order[:0]
         plan = [batches[i] for i in order]
@@ -277,3 +266,44 @@ class BucketSampler(Sampler):
     def padding_pct(self) -> float:
         """Padded mel frames over all batch frames of the current epoch, in %."""
         return self.padding_report()["mel_padding_pct"]
+
+
+def make_sampler(cache, cfg, split: str = "train", *, rank: int = 0, world_size: int = 1,
+                 seed: int | None = None, shuffle: bool | None = None, **settings) -> BucketSampler:
+    """A split's sampler over a cache. Shapes are planned over ALL utterances (train + val), so
+    both splits share them. ``settings`` override ``cfg.data``'s (``pad_multiple=...``)."""
+    return BucketSampler.from_config(
+        cache.index.n_frames, cache.index.n_tokens, cfg.data, cache.indices(split),
+        plan_indices=np.arange(len(cache)), shuffle=(split == "train") if shuffle is None else shuffle,
+        seed=cfg.train.seed if seed is None else seed, rank=rank, world_size=world_size, **settings)
+
+
+# ------------------------------------------------------------------------- planning by bucket
+
+def bucket_plan(sampler: BucketSampler, b: int, epoch: int = 0) -> BatchPlan:
+    """A full batch of bucket ``b``'s shape from its own members (repeated if it has fewer)."""
+    bk = sampler.buckets[b]
+    members = np.flatnonzero(sampler.bucket_of == b)
+    if members.size == 0:
+        members = np.flatnonzero(sampler.bucket_of >= 0)[:1]
+    rows = np.resize(members, bk.batch_size)
+    return BatchPlan(rows, min(members.size, bk.batch_size), bk.mel_len, bk.text_len, epoch, b,
+                     int(sampler.mel_lens[rows].sum()))
+
+
+def shape_plans(sampler: BucketSampler) -> list[BatchPlan]:
+    """One plan per shape of ``sampler.shapes()``, in its order: the first batch of that shape in
+    epoch 0 (real rows), or a bucket's full batch from its members where the split has none."""
+    first: dict = {}
+    for p in sampler.global_plan(0):
+        first.setdefault(p.shape, p)
+    full = {bk.shape: b for b, bk in enumerate(sampler.buckets)}
+    return [first.get(shape) or bucket_plan(sampler, full[shape]) for shape in sampler.shapes()]
+
+
+def largest_bucket(sampler: BucketSampler) -> int:
+    """The bucket whose batch needs the most memory: most padded frames, then longest rows
+    (attention grows with length)."""
+    return max(range(len(sampler.buckets)),
+               key=lambda b: (sampler.buckets[b].batch_size * sampler.buckets[b].mel_len,
+                              sampler.buckets[b].mel_len, sampler.buckets[b].text_len))

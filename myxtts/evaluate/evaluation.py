@@ -76,15 +76,15 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
                         "it with a val.txt or data.val_fraction above 0" if split == "val"
                         else f"{cache.path}: the cache has no {split} utterances to evaluate")
     by_speaker: dict[int, list[int]] = {}
-    for i in sorted(range(len(cache)), key=lambda i: (int(cache.val[i]), i)):  # training split first
-        by_speaker.setdefault(int(cache.speaker[i]), []).append(i)
+    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):  # training split first
+        by_speaker.setdefault(int(cache.index.speaker[i]), []).append(i)
     speakers = sorted(by_speaker)
     out = []
     for i in chosen[:limit]:
-        s = int(cache.speaker[i])
+        s = int(cache.index.speaker[i])
         same = [j for j in by_speaker[s] if j != i]
         others = speakers[speakers.index(s) + 1:] + speakers[:speakers.index(s)]
-        out.append(Sentence(i, cache.ids[i], cache.speakers[s], cache.texts[i],
+        out.append(Sentence(i, cache.index.id[i], cache.speakers[s], cache.index.text[i],
                             ref=same[0] if same else i,
                             other=by_speaker[others[0]][0] if others else None))
     return out
@@ -95,7 +95,7 @@ def recording(cache, i: int) -> np.ndarray | None:
     sr = cache.audio_cfg.sample_rate
     if cache.has_wav:
         return np.asarray(cache.wav(i), dtype=np.float32) / 32768.0
-    path = Path(cache.audio_paths[i])
+    path = Path(cache.index.audio[i])
     path = path if path.is_absolute() else cache.source_root / path
     try:
         return audio.preprocess(audio.load_audio(path, sr), cache.audio_cfg)
@@ -154,9 +154,9 @@ def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave,
         hyp = listener.asr.transcribe(sp.wav, sr)
         emb = listener.speaker.embed(sp.wav, sr)
         seconds = sp.wav.size / sr
-        gt_seconds = int(cache.n_frames[s.index]) * cfg.audio.hop_length / sr
-        row = {"id": s.id, "speaker": s.speaker, "text": s.text, "reference": cache.ids[s.ref],
-               "mismatched_reference": None if s.other is None else cache.ids[s.other],
+        gt_seconds = int(cache.index.n_frames[s.index]) * cfg.audio.hop_length / sr
+        row = {"id": s.id, "speaker": s.speaker, "text": s.text, "reference": cache.index.id[s.ref],
+               "mismatched_reference": None if s.other is None else cache.index.id[s.other],
                "transcript": hyp, "wer": metrics.word_errors(s.text, hyp).rate,
                "cer": metrics.char_errors(s.text, hyp).rate,
                "speaker_cosine": cosine(emb, listener.embed_utterance(cache, s.ref)),

@@ -256,7 +256,7 @@ def disk(doc: Doc, cache, step: dict | None, cfg) -> None:
     if step and step.get("frames_per_s"):
         n_mels = cache.audio_cfg.n_mels
         ref = math.ceil(cfg.data.ref_seconds * cache.audio_cfg.sample_rate / cache.audio_cfg.hop_length)
-        per_frame = n_mels * 2 * (1 + ref / max(float(cache.n_frames.mean()), 1.0))  # mel + reference, float16
+        per_frame = n_mels * 2 * (1 + ref / max(float(cache.index.n_frames.mean()), 1.0))  # mel + reference, float16
         need = step["frames_per_s"] * per_frame / 1e6
     detail = (f"read {got / 1e6:.0f} MB of {total / 1e6:.0f} MB of shards at {mbs:,.0f} MB/s (page cache dropped); "
               + (f"the measured step rate needs ~{need:,.1f} MB/s; " if need else "")
@@ -367,7 +367,7 @@ def doctor(cfg, data=None, say=lambda s: None) -> dict:
     cache = sampler = None
     if data is not None:
         from myxtts.data.cache import Cache
-        from myxtts.data.loader import make_sampler
+        from myxtts.data.sampler import make_sampler
         cache = Cache(data, expect=cfg)
         cfg = sized(doc, cfg, data, dev)
         sampler = make_sampler(cache, cfg, "train")

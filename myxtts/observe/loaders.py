@@ -26,9 +26,10 @@ from torch.utils.data import DataLoader, Dataset
 
 from myxtts import audio
 from myxtts.config import Config
-from myxtts.data.dataset import MEL_PAD, ref_len_for
+from myxtts.data.dataset import ref_len_for
+from myxtts.data.features import MEL_PAD
 from myxtts.data.loader import make_loader
-from myxtts.data.sampler import BucketSampler
+from myxtts.data.sampler import make_sampler
 
 
 def throughput(it, batches: int, *, warm_up: int, seconds: float = math.inf) -> dict:
@@ -47,6 +48,12 @@ def throughput(it, batches: int, *, warm_up: int, seconds: float = math.inf) -> 
             "frames": frames}
 
 
+def tensors(batches):
+    """The tensors of each Batch of ``batches``."""
+    for b in batches:
+        yield b.tensors
+
+
 def cached_loader(cache, cfg: Config, workers: int):
     """The trainer's loader with ``workers`` processes, endless (an epoch of a small corpus is
     shorter than a measurement)."""
@@ -57,14 +64,13 @@ def cached_loader(cache, cfg: Config, workers: int):
 
 def loader_speed(cache, cfg: Config, workers: int, *, batches: int = 32, seconds: float = 5.0) -> dict:
     """``throughput`` of the cached loader with ``workers`` processes, no consumer delay, as the
-    device prefetcher takes it on a GPU (compact) or the step on a CPU."""
+    device prefetcher takes it on a GPU (worker form) or the step on a CPU (finished)."""
     loader = cached_loader(cache, cfg, workers)
-    it = loader.iter_compact() if torch.cuda.is_available() else iter(loader)
+    it = loader.iterate(None if torch.cuda.is_available() else loader.features.finish)
     try:
-        return {"workers": workers, **throughput(it, batches, warm_up=workers, seconds=seconds)}
+        return {"workers": workers, **throughput(tensors(it), batches, warm_up=workers, seconds=seconds)}
     finally:
-        if hasattr(it, "close"):
-            it.close()
+        it.close()
         del it, loader  # shuts the workers down
 
 
@@ -91,9 +97,7 @@ def padding_by_multiple(cache, cfg: Config) -> dict:
     out = {}
     for pm in sorted({1, 16, 32, 64, cfg.data.pad_multiple}):
         if pm % cfg.model.reduction == 0:
-            rep = BucketSampler.from_config(cache.n_frames, cache.n_tokens, cfg.data, cache.indices("train"),
-                                            pad_multiple=pm, plan_indices=np.arange(len(cache)),
-                                            seed=cfg.train.seed).padding_report()
+            rep = make_sampler(cache, cfg, "train", pad_multiple=pm).padding_report()
             out[pm] = {"mel_padding_pct": round(rep["mel_padding_pct"], 2), "filler_pct": round(rep["filler_pct"], 2)}
     return out
 
@@ -110,7 +114,7 @@ class NaiveDataset(Dataset):
 
     def __getitem__(self, k: int):
         c, i = self.cache, int(self.indices[k])
-        wav = audio.preprocess(audio.load_audio(c.source_root / c.audio_paths[i], c.audio_cfg.sample_rate),
+        wav = audio.preprocess(audio.load_audio(c.source_root / c.index.audio[i], c.audio_cfg.sample_rate),
                                c.audio_cfg)
         mel = audio.mel_spectrogram(wav, c.audio_cfg)  # (T, n_mels)
         return torch.from_numpy(c.tokens(i).astype(np.int64)), torch.from_numpy(mel)
@@ -142,7 +146,7 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
 
     The first batches run the same way but are not counted: worker start-up, and the loader
     filling its queues to the steady state a training run lives in. ``loader`` must be endless."""
-    it = loader.iter_compact()  # what the DevicePrefetcher takes on a GPU
+    it = loader.iterate(None)  # the worker form: what the DevicePrefetcher takes on a GPU
     warm = max(20, n // 10)
     waits, t0, b = [], 0.0, None
     for k in range(warm + n):
@@ -152,9 +156,7 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
         w0 = time.perf_counter()
         b = next(it)
         waits.append(time.perf_counter() - w0)
-        B, Tt = b["tokens"].shape
-        Tm = b["mel"].shape[1] if "mel" in b else b["audio"].shape[1] // loader.dataset.hop
-        time.sleep(step_ms[(B, Tt, Tm)] / 1e3)  # the "GPU" is busy
+        time.sleep(step_ms[b.shape] / 1e3)  # the "GPU" is busy
     wall = time.perf_counter() - t0
     it.close()
     w = np.array(waits[warm:]) * 1e3

@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import time
 
+from myxtts.data.batch import Batch
+from myxtts.data.sampler import make_sampler, shape_plans
 from myxtts.observe.flops import count_step_flops, mfu
-from myxtts.train.batches import Batch, BucketBatches, shape_plans
+from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
 from myxtts.train.compile import compile_shapes, compiled_graphs
 from myxtts.train.loop import Loop
@@ -38,13 +40,11 @@ class FixedBatches:
     cycles through them in the sampler's order of shapes."""
 
     def __init__(self, cache, cfg, device):
-        from myxtts.data.loader import make_sampler
-
         sampler = make_sampler(cache, cfg, "train")
         bb = BucketBatches(cache, cfg, device)
         self.batches: list[Batch] = []
         for plan in shape_plans(sampler):
-            self.batches.append(Batch.of(bb.device_batch(plan), plan, cache.n_frames))
+            self.batches.append(bb.device_batch(plan))
         sync(device)
         self._i = 0
 

@@ -19,7 +19,7 @@ import torch
 
 from myxtts.config import Config
 from myxtts.data.cache import Cache
-from myxtts.data.loader import make_sampler
+from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
 from myxtts.models.monotonic import run_on_host
 from myxtts.models.vocoder import build_generator
@@ -181,7 +181,7 @@ def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
         t0 = time.perf_counter()
         made = (probe or gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
         corpus = Cache(data)
-        cap = S.corpus_cap(int(corpus.n_frames.sum()), d.base_frame_budget,
+        cap = S.corpus_cap(int(corpus.index.n_frames.sum()), d.base_frame_budget,
                            info.world_size * cfg.train.grad_accum)
         budget, why = S.search_budget(made.fits, d.base_frame_budget, max_budget=cap,
                                       bound=f"at least {S.MIN_UPDATES} updates per epoch on this corpus",

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import torch
 
+from myxtts.data.sampler import shape_plans
 from myxtts.errors import UserError
-from myxtts.train.batches import BucketBatches, shape_plans
+from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
 from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic, lookup
 
@@ -214,7 +215,7 @@ def compile_shapes(run, progress=None, batches=None) -> list[float]:
         return []
     if batches is None:
         bb = BucketBatches(run.cache, run.cfg, run.device)
-        batches = [bb.device_batch(plan) for plan in shape_plans(run.sampler)]
+        batches = [bb.device_batch(plan).tensors for plan in shape_plans(run.sampler)]
     devices = [run.device] if run.device.type == "cuda" else []
     seconds: list[float] = []
     t0 = time.perf_counter()

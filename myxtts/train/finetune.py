@@ -35,7 +35,8 @@ import torch
 from safetensors.torch import load_file
 
 from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse_override
-from myxtts.data.cache import Cache, sha256
+from myxtts.data.cache import Cache
+from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import describe
 from myxtts.train import checkpoint as ckpt

@@ -23,7 +23,7 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     try:
         tp.encode(sentence)
     except UserError:  # the corpus lacks some letter of the sentence: use a held-out text
-        sentence = cache.texts[held_out]
+        sentence = cache.index.text[held_out]
     to_wave = vocode.load(cfg.audio, checkpoint=run, device=next(core.parameters()).device)
     (spoken,) = speak(core, cfg, tp, [sentence], reference_from_mel(cache.mel(held_out), cfg),
                       to_wave, say=lambda _: None)

@@ -43,7 +43,8 @@ from collections.abc import Callable
 import torch
 
 from myxtts.config import MIN_FRAME_BUDGET, Config
-from myxtts.train.batches import BucketBatches, largest_bucket
+from myxtts.data.sampler import bucket_plan, largest_bucket, make_sampler
+from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
 
 HEADROOM = 0.85        # peak reserved memory / memory free when the run starts
@@ -145,8 +146,6 @@ class MemoryProbe:
         self.trials: list[dict] = []
 
     def fits(self, budget: int) -> bool:
-        from myxtts.data.loader import make_sampler
-
         cfg_b = with_budget(self.run.cfg, budget)
         sampler = make_sampler(self.run.cache, cfg_b, "train")
         big = largest_bucket(sampler)
@@ -156,7 +155,8 @@ class MemoryProbe:
         torch.cuda.reset_peak_memory_stats(dev)
         oom = False
         try:
-            self.run.step_fn([BucketBatches(self.run.cache, cfg_b, dev).of_bucket(sampler, big)])
+            batch = BucketBatches(self.run.cache, cfg_b, dev).device_batch(bucket_plan(sampler, big))
+            self.run.step_fn([batch.tensors])
             sync(dev)
         except RuntimeError as e:  # torch.OutOfMemoryError, or cuBLAS/cuDNN failing to allocate
             if not isinstance(e, torch.OutOfMemoryError) and "ALLOC_FAILED" not in str(e):

@@ -17,10 +17,12 @@ import pytest
 import torch
 
 from myxtts.config import load
-from myxtts.data.cache import Cache, check_structure, verify
-from myxtts.data.loader import BatchStream, make_loader
+from myxtts.data.cache import Cache
+from myxtts.data.device import BatchStream
+from myxtts.data.loader import make_loader
 from myxtts.data.manifest import read_corpus
 from myxtts.data.prepare import prepare, repair
+from myxtts.data.verify import check_structure, verify
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import save_model
 from myxtts.train import checkpoint as train_checkpoint
@@ -52,9 +54,9 @@ def messy(tmp_path_factory):
 @pytest.mark.parametrize("uid", KEPT)
 def test_usable_clip_in_an_awkward_format_is_kept(messy, uid):
     cache, reasons = messy
-    assert uid in cache.ids
+    assert uid in cache.index.id
     assert uid not in reasons or uid == "plain"  # a second "plain" line is the duplicate skipped
-    assert cache.n_frames[cache.ids.index(uid)] > 0
+    assert cache.index.n_frames[cache.index.id.index(uid)] > 0
 
 
 @pytest.mark.parametrize("uid", SKIPPED)
@@ -64,7 +66,7 @@ def test_unusable_line_is_skipped_with_its_reason(messy, uid):
     assert any(SKIPPED[uid] in r for r in reasons[uid]), reasons[uid]
     assert all("\n" not in r for r in reasons[uid])
     if uid not in KEPT:
-        assert uid not in cache.ids
+        assert uid not in cache.index.id
 
 
 # ------------------------------------------------------------------------- text encodings
@@ -119,7 +121,7 @@ def test_a_non_utf8_line_is_kept_and_noted_in_the_prepare_report(tmp_path):
     cache = Cache(tmp_path / "c")
     assert report["utterances"] == 8 and report["skipped"] == []
     assert [n["id"] for n in report["notes"]] == ["metadata.csv:5"]
-    assert CAFE in cache.texts and "Naïve résumé." in cache.texts
+    assert CAFE in cache.index.text and "Naïve résumé." in cache.index.text
 
 
 # -------------------------------------------------------------------------- damaged cache
@@ -232,7 +234,7 @@ def test_non_finite_mel_stops_the_loader_naming_the_shard(pristine, tmp_path, wo
         for _ in zip(range(100), BatchStream(make_loader(c, cfg, num_workers=workers))):
             pass
     bad = next(i for i in range(len(c)) if not np.isfinite(c.mel(i)).all())
-    assert one_line(e) == (f"{cache / 'shards/00001/mel.npy'}: utterance {c.ids[bad]} has "
+    assert one_line(e) == (f"{cache / 'shards/00001/mel.npy'}: utterance {c.index.id[bad]} has "
                            "non-finite mel values (the shard is corrupted); "
                            f"run `myxtts cache verify {cache} --fix`")
 

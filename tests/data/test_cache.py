@@ -4,8 +4,10 @@ from pathlib import Path
 import pytest
 
 from myxtts.config import load
-from myxtts.data.cache import Cache, verify, with_cache_settings
+from myxtts.data.cache import Cache
+from myxtts.data.format import with_cache_settings
 from myxtts.data.prepare import prepare
+from myxtts.data.verify import verify
 from myxtts.errors import UserError
 
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"

@@ -1,4 +1,5 @@
-"""CachedBatches / on-the-fly batches on a small real cache (LJSpeech + CMU ARCTIC fixtures)."""
+"""BatchBuilder with each feature strategy (cached mels, decoded audio) on a small real cache
+(LJSpeech + CMU ARCTIC fixtures)."""
 import math
 from pathlib import Path
 
@@ -9,10 +10,10 @@ import torch
 from myxtts.audio import LOG_FLOOR
 from myxtts.config import load
 from myxtts.data.cache import Cache
-from myxtts.data.dataset import MEL_PAD, CachedBatches, widen
-from myxtts.data.loader import make_sampler
-from myxtts.data.onthefly import OnTheFlyBatches, OnTheFlyMel
+from myxtts.data.dataset import BatchBuilder
+from myxtts.data.features import MEL_PAD, CachedMels, DecodedAudio
 from myxtts.data.prepare import prepare
+from myxtts.data.sampler import make_sampler
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 _BUILT = {}
@@ -52,12 +53,18 @@ def cfg():
     return load(None, ["data.pad_multiple=16", "data.frame_budget=2000"])
 
 
-def batches(cache, cfg, split="train", epoch=0, with_wav=False, cls=CachedBatches):
+def batches(cache, cfg, split="train", epoch=0, with_wav=False, features=CachedMels):
+    """(sampler, builder, [(plan, batch contract)]) of one epoch, built in this process."""
     sampler = make_sampler(cache, cfg, split)
     sampler.set_epoch(epoch)
-    ds = cls(cache, ref_seconds=cfg.data.ref_seconds, pad_multiple=cfg.data.pad_multiple,
-             seed=sampler.seed, ref_pool=cache.indices("train"), with_wav=with_wav)
-    return sampler, ds, [(p, ds[p]) for p in sampler]
+    ds = BatchBuilder(cache, features(cache, with_wav), ref_seconds=cfg.data.ref_seconds,
+                      pad_multiple=cfg.data.pad_multiple, seed=sampler.seed, ref_pool=cache.indices("train"))
+    out = []
+    for p in sampler:
+        batch = ds[p]
+        assert batch.plan == p or np.array_equal(batch.plan.indices, p.indices)  # the plan travels with it
+        out.append((p, ds.features.finish(batch.tensors)))
+    return sampler, ds, out
 
 
 def test_batch_contract_and_content(cache, cfg):
@@ -66,8 +73,7 @@ def test_batch_contract_and_content(cache, cfg):
     Tr = -(-tr // 16) * 16
     hop = cache.audio_cfg.hop_length
     seen = []
-    for plan, compact in out:
-        b = widen(compact)
+    for plan, b in out:
         B, Tt, Tm = len(plan.indices), plan.text_len, plan.mel_len
         assert (B, Tt, Tm) in sampler.shapes() and Tm % 16 == 0
         expect = {"tokens": ((B, Tt), torch.int64), "token_lens": ((B,), torch.int64),
@@ -77,7 +83,7 @@ def test_batch_contract_and_content(cache, cfg):
                   "wav": ((B, Tm * hop), torch.float32)}
         assert {k: (tuple(v.shape), v.dtype) for k, v in b.items()} == expect
         for r, i in enumerate(b["index"].tolist()):
-            n, t = cache.n_frames[i], cache.n_tokens[i]
+            n, t = cache.index.n_frames[i], cache.index.n_tokens[i]
             assert b["mel_lens"][r] == n and b["token_lens"][r] == t
             assert torch.equal(b["mel"][r, :n], torch.from_numpy(cache.mel(i).astype(np.float32)))
             assert (b["mel"][r, n:] == np.float32(math.log(LOG_FLOOR))).all()
@@ -85,7 +91,7 @@ def test_batch_contract_and_content(cache, cfg):
             assert (b["tokens"][r, t:] == 0).all()
             assert torch.equal(b["wav"][r, :n * hop], torch.from_numpy(cache.wav(i) / np.float32(32768)))
             assert (b["wav"][r, n * hop:] == 0).all()
-            assert b["speaker"][r] == cache.speaker[i]
+            assert b["speaker"][r] == cache.index.speaker[i]
             assert (b["ref_mel"][r, b["ref_lens"][r]:] == np.float32(MEL_PAD)).all()
             assert 0 < b["ref_lens"][r] <= tr
         seen += b["index"][:plan.n_real].tolist()
@@ -94,16 +100,15 @@ def test_batch_contract_and_content(cache, cfg):
 
 def test_reference_is_another_utterance_of_the_same_speaker(cache, cfg):
     train = set(cache.indices("train").tolist())
-    pool_size = {s: sum(cache.speaker[j] == s for j in train) for s in range(len(cache.speakers))}
+    pool_size = {s: sum(cache.index.speaker[j] == s for j in train) for s in range(len(cache.speakers))}
     for epoch in (0, 1, 2):
         _, ds, out = batches(cache, cfg, epoch=epoch)
         for plan, b in out:
-            b = widen(b)
             idx = np.asarray(plan.indices)
             ref, off, length = ds.refs.pick(idx, epoch)
             for r, i in enumerate(idx):
-                s = cache.speaker[i]
-                assert cache.speaker[ref[r]] == s and ref[r] in train
+                s = cache.index.speaker[i]
+                assert cache.index.speaker[ref[r]] == s and ref[r] in train
                 others = pool_size[s] - (i in train)
                 assert (ref[r] != i) if others > 0 else (ref[r] == i)
                 # the delivered reference is exactly that crop of the cached mel
@@ -122,18 +127,16 @@ def test_single_utterance_speaker_uses_a_segment_of_itself(cache, cfg):
     _, ds, _ = batches(cache, cfg)
     for name in ("c", "d"):
         i = cache.speakers.index(name)
-        j = int(np.flatnonzero(cache.speaker == i)[0])
+        j = int(np.flatnonzero(cache.index.speaker == i)[0])
         ref, off, length = ds.refs.pick(np.array([j]), 3)
-        assert ref[0] == j and off[0] + length[0] <= cache.n_frames[j]
+        assert ref[0] == j and off[0] + length[0] <= cache.index.n_frames[j]
 
 
 def test_on_the_fly_batches_match_the_cached_ones(cache, cfg):
     _, _, cached = batches(cache, cfg)
-    _, _, raw = batches(cache, cfg, cls=OnTheFlyBatches)
-    to_mel = OnTheFlyMel(cache.audio_cfg, with_wav=True)
+    _, _, raw = batches(cache, cfg, with_wav=True, features=DecodedAudio)
     for (plan, c), (plan2, r) in zip(cached, raw):
         assert np.array_equal(plan.indices, plan2.indices)
-        c, r = widen(c), to_mel(r)
         assert r["mel"].shape == c["mel"].shape and r["ref_mel"].shape == c["ref_mel"].shape
         for key in ("tokens", "token_lens", "mel_lens", "ref_lens", "speaker", "index"):
             assert torch.equal(c[key], r[key]), key

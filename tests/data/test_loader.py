@@ -1,13 +1,14 @@
 """make_loader / DevicePrefetcher / BatchStream on a small real cache: same tensors whichever
-way they travel (workers + shared-memory ring, in-process, compact + widened), exact resume."""
+way they travel (workers + shared-memory ring, in-process, worker form + finished), each with
+the plan it was built from, exact resume."""
 import numpy as np
 import pytest
 import torch
 
 from myxtts.config import load
 from myxtts.data.cache import Cache
-from myxtts.data.dataset import widen
-from myxtts.data.loader import BatchStream, DevicePrefetcher, make_loader, otf_mel
+from myxtts.data.device import BatchStream, DevicePrefetcher
+from myxtts.data.loader import make_loader
 
 from .test_dataset import multi_speaker_cache
 
@@ -28,30 +29,37 @@ def same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
 
 
+def planned(batches):
+    """Each Batch's tensors, checked to be the rows of the plan that came with them."""
+    for b in batches:
+        assert np.array_equal(b.tensors["index"].numpy(), b.plan.indices)
+    return [b.tensors for b in batches]
+
+
 def take(it, n):
-    return [next(it) for _ in range(n)]
+    return planned([next(it) for _ in range(n)])
 
 
 def stream_batches(stream, n):
-    """``n`` batches of a BatchStream, each checked to come with the plan it was built from."""
-    got = take(stream, n)
-    for batch, plan in got:
-        assert np.array_equal(batch["index"].numpy(), plan.indices)
-    return [batch for batch, _ in got], [plan for _, plan in got]
+    """``n`` batches of a BatchStream, and their plans."""
+    got = [next(stream) for _ in range(n)]
+    return planned(got), [b.plan for b in got]
 
 
-def endless(loader, compact=False):
+def endless(loader, worker_form=False):
     loader.sampler.infinite = True
-    return loader.iter_compact() if compact else iter(loader)
+    if worker_form:  # what a GPU consumer takes; finished by the caller
+        return (type(b)(b.plan, loader.features.finish(b.tensors)) for b in loader.iterate(None))
+    return iter(loader)
 
 
-def test_workers_ring_inprocess_and_compact_paths_agree(cache, cfg):
+def test_workers_ring_inprocess_and_worker_form_paths_agree(cache, cfg):
     n = 12  # several epochs: the ring is reused many times over
     ref = take(endless(make_loader(cache, cfg, num_workers=0, with_wav=True)), n)
     ring_loader = make_loader(cache, cfg, with_wav=True)
     assert ring_loader.ring is not None  # persistent workers on Linux: the shared-memory ring
     got = take(endless(ring_loader), n)
-    compact = [widen(b) for b in take(endless(make_loader(cache, cfg, with_wav=True), compact=True), n)]
+    compact = take(endless(make_loader(cache, cfg, with_wav=True), worker_form=True), n)
     fresh = take(endless(make_loader(cache, cfg, with_wav=True, persistent_workers=False)), n)
     for r, g, c, f in zip(ref, got, compact, fresh):
         assert same(r, g) and same(r, c) and same(r, f)
@@ -60,7 +68,7 @@ def test_workers_ring_inprocess_and_compact_paths_agree(cache, cfg):
 
 def test_a_finite_loader_is_one_epoch_and_batches_survive_later_ones(cache, cfg):
     loader = make_loader(cache, cfg)
-    first = list(loader)
+    first = planned(list(loader))
     assert len(first) == len(loader) == len(loader.sampler)
     snapshot = [{k: v.clone() for k, v in b.items()} for b in first]
     loader.sampler.set_epoch(1)
@@ -71,9 +79,9 @@ def test_a_finite_loader_is_one_epoch_and_batches_survive_later_ones(cache, cfg)
 
 
 def test_prefetcher_delivers_the_plain_loaders_tensors(cache, cfg):
-    plain = list(make_loader(cache, cfg))
+    plain = planned(list(make_loader(cache, cfg)))
     pf = DevicePrefetcher(make_loader(cache, cfg), "cpu")
-    got = list(pf)
+    got = planned(list(pf))
     assert len(got) == len(plain) == pf.batches
     assert all(same(a, b) for a, b in zip(plain, got))
     assert pf.total_wait_s >= pf.last_wait_s >= 0.0
@@ -107,7 +115,7 @@ def test_ddp_ranks_split_the_epoch(cache, cfg):
         assert sorted(real) == sorted(cache.indices("train"))
         for ld, p in zip(loaders, plans):  # each rank's tensors are its own plan's batches
             for b, plan in zip(ld, p):
-                assert np.array_equal(b["index"].numpy(), plan.indices)
+                assert np.array_equal(b.tensors["index"].numpy(), plan.indices) and b.plan.indices is not None
 
 
 def test_validation_uses_the_training_buckets(cache, cfg):
@@ -115,15 +123,14 @@ def test_validation_uses_the_training_buckets(cache, cfg):
     buckets = {(bk.text_len, bk.mel_len): bk.batch_size for bk in train.sampler.buckets}
     assert [bk.shape for bk in val.sampler.buckets] == [bk.shape for bk in train.sampler.buckets]
     assert all(b <= buckets[(tt, tm)] for b, tt, tm in val.sampler.shapes())
-    seen = sorted(i for b, p in zip(val, val.sampler.plan()) for i in b["index"][:p.n_real].tolist())
+    seen = sorted(i for b in val for i in b.tensors["index"][:b.plan.n_real].tolist())
     assert seen == sorted(cache.indices("val"))
 
 
 def test_on_the_fly_stream_yields_the_contract(cache, cfg):
     otf = load(None, ["data.pad_multiple=16", "data.frame_budget=1800", "data.on_the_fly=true",
                       "data.num_workers=1"])
-    loader = make_loader(cache, otf)
-    stream = BatchStream(loader, "cpu", transform=otf_mel(cache, otf))
+    stream = BatchStream(make_loader(cache, otf), "cpu")
     cached = BatchStream(make_loader(cache, cfg, num_workers=0))
     for a, b in zip(stream_batches(stream, 2)[0], stream_batches(cached, 2)[0]):
         assert a.keys() == b.keys()

@@ -7,8 +7,9 @@ import pytest
 
 from myxtts import audio
 from myxtts.config import load
-from myxtts.data.cache import Cache, verify
+from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
+from myxtts.data.verify import verify
 from myxtts.errors import UserError
 from tests.conftest import kill_when
 
@@ -22,13 +23,13 @@ def test_real_ljspeech_clips_prepare_unchanged(tmp_path):
     report = prepare(LJ, tmp_path / "c", cfg, progress=False)
     assert report["utterances"] == 8 and report["skipped"] == []
     cache = Cache(tmp_path / "c", expect=cfg)
-    assert cache.ids == [f"LJ001-000{i}" for i in range(1, 9)]
+    assert cache.index.id == [f"LJ001-000{i}" for i in range(1, 9)]
     # The stored mel is the direct computation, up to float16 storage.
     for i in (0, 5):
-        wav = audio.preprocess(audio.load_audio(LJ / "wavs" / f"{cache.ids[i]}.wav", 22050), cfg.audio)
+        wav = audio.preprocess(audio.load_audio(LJ / "wavs" / f"{cache.index.id[i]}.wav", 22050), cfg.audio)
         direct = audio.mel_spectrogram(wav, cfg.audio)
         np.testing.assert_allclose(cache.mel(i).astype(np.float32), direct, atol=1e-2, rtol=1e-3)
-        assert cache.n_samples[i] == cache.n_frames[i] * cfg.audio.hop_length
+        assert cache.index.n_samples[i] == cache.index.n_frames[i] * cfg.audio.hop_length
         np.testing.assert_array_equal(cache.wav(i), np.round(wav * 32767).astype(np.int16))
     # "in being comparatively modern.", phonemized (the default text.mode)
     assert cache.vocab.symbols[cache.tokens(1)[0]] == "ɪ"
@@ -40,14 +41,14 @@ def test_messy_corpus_converts_every_good_clip_to_the_same_features(tmp_path):
     keep, bad = make_messy_corpus(tmp_path / "messy")
     report = prepare(tmp_path / "messy", tmp_path / "c", load(), progress=False)
     cache = Cache(tmp_path / "c")
-    assert set(cache.ids) == keep
+    assert set(cache.index.id) == keep
     assert report["utterances"] == len(keep) and len(report["skipped"]) == len(bad)
     assert verify(tmp_path / "c") == []
     # 44.1 kHz, 16 kHz, stereo and 8-bit inputs were converted to the same clip.
-    ref = cache.n_frames[cache.ids.index("plain")]
+    ref = cache.index.n_frames[cache.index.id.index("plain")]
     for uid in ("stereo", "hi44k", "lo16k", "eightbit", "asflac"):
         # 8-bit quantisation noise moves the trimmed edges by a few frames.
-        assert abs(cache.n_frames[cache.ids.index(uid)] - ref) <= 6, uid
+        assert abs(cache.index.n_frames[cache.index.id.index(uid)] - ref) <= 6, uid
 
 
 def test_cli_exit_codes(tmp_path, myxtts_cmd):
@@ -124,7 +125,7 @@ def test_multispeaker_csv_and_vctk_layouts(tmp_path):
     report = prepare(csv_root, tmp_path / "c1", load(), progress=False)
     cache = Cache(tmp_path / "c1")
     assert report["utterances"] == 4 and cache.speakers == ["alice", "bob"]
-    assert [cache.speakers[s] for s in cache.speaker] == ["alice", "bob", "alice", "bob"]
+    assert [cache.speakers[s] for s in cache.index.speaker] == ["alice", "bob", "alice", "bob"]
 
     vctk = tmp_path / "vctk"
     for spk in ("p225", "p226"):
@@ -222,4 +223,4 @@ def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(t
     from myxtts.cli import main
 
     assert main(["prepare", str(root / "train_manifest.jsonl"), "--out", str(tmp_path / "cache")]) == 0
-    assert sorted(Cache(tmp_path / "cache").ids) == sorted(u.id for u in utts)
+    assert sorted(Cache(tmp_path / "cache").index.id) == sorted(u.id for u in utts)

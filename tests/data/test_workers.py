@@ -45,7 +45,7 @@ if sys.argv[2] == "sleep":
     signal.pause()
 while not stop:
     next(it)
-more = sum(int(next(it)["mel_lens"].sum() > 0) for _ in range(20))
+more = sum(int(next(it).tensors["mel_lens"].sum() > 0) for _ in range(20))
 print(f"the main process stopped itself; {more} batches read after the signal", flush=True)
 """
 
@@ -109,7 +109,7 @@ def test_a_loader_worker_ignores_stop_signals_and_keeps_building(cache_dir):
     time.sleep(0.3)
     batches = [next(it) for _ in range(20)]  # far more than were ready before the signals
     assert _alive(workers[0])
-    assert all(b["mel"].isfinite().all() and b["mel_lens"].min() > 0 for b in batches)
+    assert all(b.tensors["mel"].isfinite().all() and b.tensors["mel_lens"].min() > 0 for b in batches)
 
 
 def test_a_group_sigterm_reaches_the_main_process_only(cache_dir):

@@ -25,7 +25,7 @@ def test_batches_count_the_plans_rows_and_frames_and_resume_exactly(lj_cache, wo
     assert torch.equal(torch.get_rng_state(), rng)
     for b in got:
         rows = b.tensors["index"].numpy()
-        assert b.samples == len(rows) and b.frames == int(np.sum(cache.n_frames[rows]))
+        assert b.samples == len(rows) and b.frames == int(np.sum(cache.index.n_frames[rows]))
     resumed = Batches(cache, cfg, torch.device("cpu"), DistInfo())
     state = batches.state_dict()
     expected = [batches.next() for _ in range(3)]

@@ -118,6 +118,7 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
     """train.compile=regional: the layers of a stack share graphs, the graphs compiled for the
     first shape serve the second (no new graph), the losses equal the eager step's, and
     generation (eval mode) compiles nothing."""
+    from myxtts.data.sampler import bucket_plan
     from myxtts.train.batches import BucketBatches
     from myxtts.train.compile import compiled_graphs
 
@@ -135,7 +136,7 @@ def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_
     assert run.step_fn.compile_mode == "regional" and len(run.sampler.buckets) == 2
     run.model.load_state_dict(eager.model.state_dict())
     bb = BucketBatches(run.cache, run.cfg, run.device)
-    batches = [bb.of_bucket(run.sampler, b) for b in range(len(run.sampler.buckets))]
+    batches = [bb.device_batch(bucket_plan(run.sampler, b)).tensors for b in range(len(run.sampler.buckets))]
     g0 = compiled_graphs()
     run.step_fn.compile_shape(batches[0])
     after_first = compiled_graphs() - g0

@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 
 from myxtts.cli import main
 from myxtts.config import load
-from myxtts.data.cache import Cache, sha256
+from myxtts.data.cache import Cache
+from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import build_model, save_model
 from myxtts.models.vocoder import build_generator

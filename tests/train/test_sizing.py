@@ -83,7 +83,7 @@ def test_a_small_corpus_on_a_big_gpu_is_not_one_giant_batch(lj_cache, monkeypatc
     monkeypatch.setattr(S, "MIN_UPDATES", 1)  # a corpus large enough for memory to matter
     sized, note = size_batches(asked, lj_cache, CUDA, DistInfo(), probe=FakeMemory())
     from myxtts.data.cache import Cache
-    from myxtts.data.loader import make_sampler
+    from myxtts.data.sampler import make_sampler
     filler = make_sampler(Cache(lj_cache), sized, "train").padding_report()["filler_pct"]
     assert 1000 < sized.data.frame_budget <= 4300 and filler <= S.MAX_FILLER_PCT, (note, filler)
 

@@ -25,8 +25,8 @@ import numpy as np
 from myxtts.commands.common import check_output
 from myxtts.config import load
 from myxtts.data.cache import Cache
-from myxtts.data.loader import make_sampler
 from myxtts.data.prepare import demo_cache
+from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
 from myxtts.observe import loaders as L
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
@@ -76,11 +76,11 @@ def run(args) -> int:
     batch_size = max(1, round(mean_rows))
     naive = L.throughput(L.naive_loader(cache, cfg, workers, batch_size), n_naive, warm_up=workers)
     naive["batch_size"] = batch_size
-    # (b) cached, as the GPU path consumes it (compact) and as the float32 contract
+    # (b) cached, as the GPU path consumes it (worker form) and as the float32 contract
     loader = L.cached_loader(cache, cfg, workers)
     ahead = cfg.data.prefetch_factor * max(1, workers) + 2  # DataLoader queue + host thread
-    cached = L.throughput(loader.iter_compact(), n_cached, warm_up=ahead)
-    cached["frames_per_s_float32"] = L.throughput(iter(loader), n_cached // 2, warm_up=ahead)["frames_per_s"]
+    cached = L.throughput(L.tensors(loader.iterate(None)), n_cached, warm_up=ahead)
+    cached["frames_per_s_float32"] = L.throughput(L.tensors(iter(loader)), n_cached // 2, warm_up=ahead)["frames_per_s"]
     # (c) the same loader feeding the simulated H100
     sim = L.simulate(loader, step_ms, n_sim)
 
@@ -88,7 +88,7 @@ def run(args) -> int:
         "device": device_name(), "workers": workers, "config": args.config,
         "overrides": list(args.overrides), "cache": str(path),
         "corpus": {"train_utterances": int(train.size), "speakers": len(cache.speakers),
-                   "train_minutes": round(float(cache.n_frames[train].sum()) * cache.audio_cfg.hop_length
+                   "train_minutes": round(float(cache.index.n_frames[train].sum()) * cache.audio_cfg.hop_length
                                           / cache.audio_cfg.sample_rate / 60, 2)},
         "loader": {
             "naive": naive,

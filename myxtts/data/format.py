@@ -1,0 +1,170 @@
+"""The packed feature cache's format: its layout, its typed index, the shard writer.
+
+One spec, read by the writer (``prepare``), the reader (:class:`myxtts.data.cache.Cache`) and
+``cache verify`` (:mod:`myxtts.data.verify`). Layout of a cache directory::
+
+    meta.json             format version, audio/text settings, source corpus, vocabulary,
+                          speakers, shard list; written last, so its presence means "complete"
+    index.json            one column per :class:`Index` field over all utterances
+    report.json           what prepare kept and skipped, and why
+    recipe.json           how prepare makes it (corpus, settings, chunks): a rerun resumes from it,
+                          ``cache verify --fix`` prepares broken parts again with it
+    shards/NNNNN/         mel.npy (frames, n_mels) float16, tokens.npy (n,) int16,
+                          wav.npy (samples,) int16 [optional], shard.json (entries + sha256)
+
+A shard directory is built under a temporary name and renamed into place, so a shard that exists
+is complete; a half-written one is never taken as valid. Readers slice the memory maps: no
+decoding, no DSP, just indexing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from myxtts.config import Config
+
+FORMAT_VERSION = 1
+RECIPE = "recipe.json"  # how prepare makes this cache: corpus, settings, chunks (a rerun resumes)
+OLD_RECIPE = "plan.json"  # its name in caches prepared before it had one of its own
+META_KEYS = ("format_version", "settings", "source", "vocab", "speakers", "shards")
+# feature → (dtype, dimensions, Index columns giving each utterance's offset and length)
+ARRAYS = {"mel": (np.float16, 2, "mel_offset", "n_frames"),
+          "tokens": (np.int16, 1, "tok_offset", "n_tokens"),
+          "wav": (np.int16, 1, "wav_offset", "n_samples")}
+SPLITS = {"train": 0, "val": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """index.json: one entry per utterance in every column, in cache order (a cache index ``i``
+    is a row here). Text columns are lists; number columns int64 arrays."""
+
+    id: list[str]
+    text: list[str]
+    audio: list[str]  # source audio path, relative to the corpus root
+    shard: np.ndarray  # which of meta.json's shards holds the features
+    mel_offset: np.ndarray  # first frame in the shard's mel.npy
+    n_frames: np.ndarray
+    tok_offset: np.ndarray  # first id in the shard's tokens.npy
+    n_tokens: np.ndarray
+    wav_offset: np.ndarray  # first sample in the shard's wav.npy (when stored)
+    n_samples: np.ndarray
+    speaker: np.ndarray  # position in meta.json's speakers
+    val: np.ndarray  # SPLITS value: 0 train, 1 validation
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_json(cls, cols: dict) -> Index:
+        text = {"id", "text", "audio"}
+        return cls(**{k: list(cols[k]) if k in text else np.asarray(cols[k], dtype=np.int64)
+                      for k in cls.columns()})
+
+    def to_json(self) -> dict:
+        return {k: v if isinstance(v, list) else v.tolist()
+                for k, v in ((k, getattr(self, k)) for k in self.columns())}
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+
+def recipe_path(cache: Path) -> Path | None:
+    """The cache's recipe file (``recipe.json``, or ``plan.json`` in an older cache); None."""
+    for name in (RECIPE, OLD_RECIPE):
+        if (cache / name).is_file():
+            return cache / name
+    return None
+
+
+def write_json(path: Path, obj) -> None:
+    """Atomic JSON write: a reader sees the old file or the new one, never a torn one."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_shard(shard_dir: Path, entries: list[dict], mels: list[np.ndarray],
+                tokens: list[np.ndarray], wavs: list[np.ndarray] | None,
+                extra: dict | None = None) -> None:
+    """Concatenate one shard's features and move the finished directory into place."""
+    tmp = shard_dir.with_name(f"tmp.{shard_dir.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    n_mels = mels[0].shape[1] if mels else 0
+    arrays = {
+        # Row-major so one utterance's frames are one contiguous run of bytes to slice.
+        "mel": np.ascontiguousarray(np.concatenate(mels), dtype=np.float16) if mels
+        else np.zeros((0, n_mels), np.float16),
+        "tokens": np.concatenate(tokens).astype(np.int16) if tokens else np.zeros(0, np.int16),
+    }
+    if wavs is not None:
+        arrays["wav"] = np.concatenate(wavs).astype(np.int16) if wavs else np.zeros(0, np.int16)
+    checksums = {}
+    for name, arr in arrays.items():
+        path = tmp / f"{name}.npy"
+        with open(path, "wb") as f:
+            np.save(f, arr)
+            f.flush()
+            os.fsync(f.fileno())
+        checksums[name] = sha256(path)
+    write_json(tmp / "shard.json", {"entries": entries, "sha256": checksums, **(extra or {})})
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    os.rename(tmp, shard_dir)
+
+
+
+def settings_of(cfg: Config) -> dict:
+    """The settings that decide a cache's content; a cache made with others is refused."""
+    d = cfg.data
+    return {"audio": vars(cfg.audio).copy(), "text": vars(cfg.text).copy(),
+            "data": {"min_seconds": d.min_seconds, "max_seconds": d.max_seconds,
+                     "store_wav": d.store_wav}}
+
+
+def settings_diff(have: dict, want: dict) -> list[str]:
+    out = []
+    for section in want:
+        for key, value in want[section].items():
+            old = have.get(section, {}).get(key, "<missing>")
+            if old != value:
+                out.append(f"{section}.{key}: cache has {old!r}, requested {value!r}")
+    return out
+
+
+def with_cache_settings(cfg: Config, path: str | Path, pinned: set[str]) -> tuple[Config, list[str]]:
+    """``cfg`` with the content settings (:func:`settings_of`) that the cache at ``path`` was
+    prepared with, except the ``section.key`` names in ``pinned``; and each change, as
+    ``section.key=value``. A model must read its cache's features and tokens, so a setting the
+    user did not pin is taken from the cache rather than refused. A pinned one that differs is
+    still refused when the cache opens, and so is a missing or broken cache."""
+    try:
+        have = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return cfg, []
+    changes = {section: {key: have[section][key] for key, value in values.items()
+                         if f"{section}.{key}" not in pinned and have.get(section, {}).get(key, value) != value}
+               for section, values in settings_of(cfg).items()}
+    taken = [f"{section}.{key}={value}" for section, kv in changes.items() for key, value in kv.items()]
+    if not taken:
+        return cfg, []
+    return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **kv)
+                                       for section, kv in changes.items() if kv}), taken
