@@ -44,9 +44,10 @@ from myxtts.observe.diagnose import (
 from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
-from myxtts.train.build import build_run, size_batches
+from myxtts.train.build import build_run, sizing_probe
 from myxtts.train.distributed import DistInfo
 from myxtts.train.precision import usable_cpus
+from myxtts.train.sizing import size_batches
 from myxtts.train.symbolic import supported_torch, torch_in_range
 
 DISK_SAMPLE = 64 << 20   # bytes of shard files read to time the disk
@@ -399,7 +400,7 @@ def sized(doc: Doc, cfg, data, dev: torch.device):
     """``data.frame_budget=auto`` resolved as a training run on this machine resolves it (measured
     on a GPU), so that the buckets, the step test and the figures the diagnosis reads all belong
     to the budget a run would train with."""
-    cfg, note = size_batches(cfg, data, dev, DistInfo())
+    cfg, note = size_batches(cfg, data, dev, DistInfo(), sizing_probe(data, DistInfo(), dev))
     if note:
         doc.check("configuration", "frame budget", "info", note)
     return cfg

@@ -24,10 +24,10 @@ from myxtts.config import from_dict
 from myxtts.observe import loaders as R
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN, workers_needed
 from myxtts.observe.measure import measure
-from myxtts.train.build import build_run, gpu_probe, size_batches
+from myxtts.train.build import build_run, sizing_probe
 from myxtts.train.distributed import DistInfo
 from myxtts.train.precision import device_name, usable_cpus
-from myxtts.train.sizing import describe
+from myxtts.train.sizing import describe, size_batches
 
 STEP_TIMING_S = 20.0
 
@@ -83,7 +83,7 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
         probes = []
 
         def probe(c):
-            probes.append(gpu_probe(data, torch.device("cuda", 0), DistInfo())(c))
+            probes.append(sizing_probe(data, DistInfo(), torch.device("cuda", 0))(c))
             return probes[-1]
 
         sized, note = size_batches(_with_data(cfg, frame_budget="auto"), data, torch.device("cuda", 0),

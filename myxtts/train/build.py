@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from dataclasses import dataclass
 
 import torch
@@ -144,7 +143,7 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     else:
         sized = cfg
         if stage == "acoustic":  # the vocoder's batches are segments of a fixed size
-            sized, note = size_batches(cfg, data, device, info)
+            sized, note = S.size_batches(cfg, data, device, info, sizing_probe(data, info, device))
             notes += [note] if note else []
         budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, asked_lr(sized, stage)
     same_device = saved is not None and torch.device(saved.device).type == device.type
@@ -165,55 +164,11 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
                 init_from=saved.init_from if saved is not None else init_from)
 
 
-def size_batches(cfg: Config, data, device: torch.device, info: DistInfo,
-                 probe=None) -> tuple[Config, str]:
-    """Resolve ``data.frame_budget=auto`` (train/sizing.py): the config to train with (budget,
-    batch cap and learning rate) and a line saying what was chosen and why. ``probe(cfg)``
-    makes the object whose ``fits(budget)`` measures a candidate (a GPU measurement by default;
-    tests pass a fake)."""
-    d = cfg.data
-    if d.frame_budget != "auto":
-        return cfg, ""
-    if device.type != "cuda" and probe is None:
-        return S.with_budget(cfg, d.base_frame_budget), \
-            f"data.frame_budget=auto: {d.base_frame_budget} (data.base_frame_budget; memory is sized on a GPU only)"
-    else:
-        t0 = time.perf_counter()
-        made = (probe or gpu_probe(data, device, info))(S.with_budget(cfg, d.base_frame_budget))
-        corpus = Cache(data)
-        cap = S.corpus_cap(int(corpus.index.n_frames.sum()), d.base_frame_budget,
-                           info.world_size * cfg.train.grad_accum)
-        budget, why = S.search_budget(made.fits, d.base_frame_budget, max_budget=cap,
-                                      bound=f"at least {S.MIN_UPDATES} updates per epoch on this corpus",
-                                      time_limit_s=S.TIME_LIMIT_S - (time.perf_counter() - t0))
-        if hasattr(made, "close"):
-            made.close()
-        if info.enabled:  # every rank must plan the same shapes: the smallest GPU decides
-            t = torch.tensor(budget or 0, device=device)
-            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
-            budget = int(t.item())
-        if not budget:
-            raise UserError(f"data.frame_budget=auto: {why}")
-        fitted = budget
-        budget = S.within_filler(budget, d.base_frame_budget, lambda b: make_sampler(
-            corpus, S.with_budget(cfg, b), "train").padding_report()["filler_pct"])
-        if budget < fitted:
-            why += f"; halved from {fitted} to keep filler rows at most {S.MAX_FILLER_PCT:g} % of the batch frames"
-        why += f"; sized in {time.perf_counter() - t0:.0f} s"
-    sized = S.with_budget(cfg, budget, scale_lr=True)
-    return sized, (f"data.frame_budget=auto: {budget} frames ({why}), data.max_batch_size "
-                   f"{sized.data.max_batch_size}, train.lr {sized.train.lr:.3g} (square-root rule)")
-
-
-def gpu_probe(data, device: torch.device, info: DistInfo):
-    """``probe`` for :func:`size_batches` on this GPU: a run built once (eager, no batches),
-    measured against 85 % of the memory free before it was built."""
-    def make(cfg: Config) -> S.MemoryProbe:
-        free = S.free_memory(device)
-        run = build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank), compile="off",
-                        with_batches=False)
-        return S.MemoryProbe(run, int(S.HEADROOM * free))
-    return make
+def sizing_probe(data, info: DistInfo, device: torch.device):
+    """How ``data.frame_budget=auto`` measures a candidate budget on this GPU: with a run this
+    module builds once per candidate (eager, no batches), handed to the sizing as a builder."""
+    return S.gpu_probe(lambda cfg: build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank),
+                                             compile="off", with_batches=False), device)
 
 
 def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:

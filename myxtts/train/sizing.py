@@ -43,7 +43,9 @@ from collections.abc import Callable
 import torch
 
 from myxtts.config import MIN_FRAME_BUDGET, Config
+from myxtts.data.cache import Cache
 from myxtts.data.sampler import bucket_plan, largest_bucket, make_sampler
+from myxtts.errors import UserError
 from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
 
@@ -190,3 +192,50 @@ def describe(trial: dict) -> str:
             f"{'x'.join(map(str, trial['largest_shape']))} -> "
             + ("out of memory" if trial["oom"] else f"peak {trial['peak_pct']:.0f} % of free memory")
             + ("" if trial["fits"] else " (too big)"))
+
+
+def gpu_probe(build: Callable[[Config], object], device: torch.device) -> Callable[[Config], MemoryProbe]:
+    """``probe`` for :func:`size_batches` on this GPU: ``build(cfg)`` makes the eager run without
+    batches that is measured, against 85 % of the memory free before it was built."""
+    def make(cfg: Config) -> MemoryProbe:
+        free = free_memory(device)
+        return MemoryProbe(build(cfg), int(HEADROOM * free))
+    return make
+
+
+def size_batches(cfg: Config, data, device: torch.device, info,
+                 probe: Callable[[Config], MemoryProbe]) -> tuple[Config, str]:
+    """Resolve ``data.frame_budget=auto``: the config to train with (budget, batch cap and
+    learning rate) and a line saying what was chosen and why. ``probe(cfg)`` makes the object
+    whose ``fits(budget)`` measures a candidate: :func:`gpu_probe` of the caller's builder (the
+    sizing never builds a run itself); tests pass a fake. ``info``: the run's DistInfo."""
+    d = cfg.data
+    if d.frame_budget != "auto":
+        return cfg, ""
+    if device.type != "cuda":
+        return with_budget(cfg, d.base_frame_budget), \
+            f"data.frame_budget=auto: {d.base_frame_budget} (data.base_frame_budget; memory is sized on a GPU only)"
+    t0 = time.perf_counter()
+    made = probe(with_budget(cfg, d.base_frame_budget))
+    corpus = Cache(data)
+    cap = corpus_cap(int(corpus.index.n_frames.sum()), d.base_frame_budget, info.world_size * cfg.train.grad_accum)
+    budget, why = search_budget(made.fits, d.base_frame_budget, max_budget=cap,
+                                bound=f"at least {MIN_UPDATES} updates per epoch on this corpus",
+                                time_limit_s=TIME_LIMIT_S - (time.perf_counter() - t0))
+    if hasattr(made, "close"):
+        made.close()
+    if info.enabled:  # every rank must plan the same shapes: the smallest GPU decides
+        t = torch.tensor(budget or 0, device=device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MIN)
+        budget = int(t.item())
+    if not budget:
+        raise UserError(f"data.frame_budget=auto: {why}")
+    fitted = budget
+    budget = within_filler(budget, d.base_frame_budget, lambda b: make_sampler(
+        corpus, with_budget(cfg, b), "train").padding_report()["filler_pct"])
+    if budget < fitted:
+        why += f"; halved from {fitted} to keep filler rows at most {MAX_FILLER_PCT:g} % of the batch frames"
+    why += f"; sized in {time.perf_counter() - t0:.0f} s"
+    sized = with_budget(cfg, budget, scale_lr=True)
+    return sized, (f"data.frame_budget=auto: {budget} frames ({why}), data.max_batch_size "
+                   f"{sized.data.max_batch_size}, train.lr {sized.train.lr:.3g} (square-root rule)")

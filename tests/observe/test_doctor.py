@@ -107,7 +107,7 @@ def test_doctor_judges_the_budget_auto_resolves_to(observe_cache, monkeypatch): 
         doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=7.2)
         return {"step_ms": 90.0, "frames_per_s": 1e5}
 
-    def size_batches(cfg, data, device, info):
+    def size_batches(cfg, data, device, info, probe):
         return with_budget(cfg, 4800, scale_lr=True), "data.frame_budget=auto: 4800 frames (sized)"
 
     monkeypatch.setattr(D, "environment", environment)

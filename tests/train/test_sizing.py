@@ -11,9 +11,10 @@ from myxtts.config import load
 from myxtts.errors import UserError
 from myxtts.train import build
 from myxtts.train import sizing as S
-from myxtts.train.build import build_run, resolve_plan, size_batches
+from myxtts.train.build import build_run, resolve_plan
 from myxtts.train.distributed import DistInfo
 from myxtts.train.plan import Plan
+from myxtts.train.sizing import size_batches
 
 from .conftest import FAST
 
@@ -138,7 +139,7 @@ def test_auto_on_a_gpu_takes_the_measured_budget_and_a_resume_keeps_it(lj_cache,
     def no_measuring(cfg):
         raise AssertionError("a resume must not measure again")
 
-    monkeypatch.setattr(build, "size_batches", lambda *a, **k: no_measuring(None))
+    monkeypatch.setattr(build.S, "size_batches", lambda *a, **k: no_measuring(None))
     again = resolve_plan(asked, lj_cache, saved=Plan.load(tmp_path))  # resumed on this CPU
     assert (again.frame_budget, again.max_batch_size, again.lr) == (b, plan.max_batch_size, plan.lr)
     assert again.apply(asked).data == sized.data and again.apply(asked).train.lr == sized.train.lr

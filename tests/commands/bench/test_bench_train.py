@@ -139,7 +139,7 @@ def test_bench_train_resolves_an_auto_budget_once_for_its_batches_and_every_mode
             return cfg, ""
         return with_budget(cfg, 1600, scale_lr=True), "data.frame_budget=auto: 1600 frames (sized)"
 
-    monkeypatch.setattr(build, "size_batches", size_batches)
+    monkeypatch.setattr(build.S, "size_batches", size_batches)
     js = tmp_path / "train.json"
     overrides = [o for o in FAST if not o.startswith("data.frame_budget=")] + ["data.frame_budget=auto"]
     assert bench(["--config", "tiny", "--data", str(bench_cache), "--quick", "--steps", "1",
