@@ -198,8 +198,7 @@ def _r_input(m, bound, why):
     if ib is None or ib < INPUT_BOUND_MODERATE_PCT:
         return
     sev = "high" if ib >= INPUT_BOUND_HIGH_PCT else "medium"
-    h2d = m.h2d_pct or 0.0
-    wait = ib - h2d if m.data_wait_pct is None else m.data_wait_pct
+    h2d, wait = m.h2d_pct or 0.0, m.data_wait_pct
     w, cpus = s.num_workers, s.cpu_count
     ev = f"{why}; target < {INPUT_BOUND_TARGET_PCT:g} %"
     if h2d > wait:

@@ -73,9 +73,8 @@ class Measured:
     steps: int | None = None
     step_ms: float | None = None
     step_cov_pct: float | None = None
-    input_bound_pct: float | None = None
-    data_wait_pct: float | None = None
-    h2d_pct: float | None = None
+    input_bound_pct: float | None = None   # data wait, plus the exposed copy where a profile measured it
+    h2d_pct: float | None = None           # the exposed host-to-device copy (profile only)
     step_pct: float | None = None
     other_pct: float | None = None
     step_by_shape: dict = field(default_factory=dict)
@@ -115,7 +114,7 @@ class Measured:
             nm["compile"] = "every step was the first of its shape: the whole run was warm-up"
         return cls(settings=settings, steps=s.get("steps"), step_ms=s.get("step_ms"),
                    step_cov_pct=s.get("step_cov_pct"), input_bound_pct=s.get("input_bound_pct"),
-                   data_wait_pct=s.get("data_wait_pct"), h2d_pct=s.get("h2d_pct"),
+                   h2d_pct=s.get("h2d_pct"),
                    step_pct=s.get("compute_pct"), other_pct=s.get("other_pct"),
                    step_by_shape=s.get("step_by_shape") or {}, throughput=s.get("throughput") or {},
                    gpu=s.get("gpu"),
@@ -168,6 +167,13 @@ class Measured:
                        f"{gpm}; they differ by more than {BUSY_DISAGREE_PTS:g} points, so the verdict uses "
                        "NVML, which the driver samples on its own while the profile depends on what it "
                        "counts as a kernel")
+
+    @property
+    def data_wait_pct(self) -> float | None:
+        """The part of input-bound % the loop spent blocked on the batch stream: all of it, less
+        the exposed copy where a profile measured one."""
+        ib = self.input_bound_pct
+        return None if ib is None else max(0.0, ib - (self.h2d_pct or 0.0))
 
     @property
     def step_label(self) -> str:

@@ -219,7 +219,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     wall = step_ms or 0.0
     h2d_ms = dstats.pop("h2d_exposed_ms", 0.0)
     phases = summ["phase_ms"]
-    rows = {"waiting for data": wall * (summ["data_wait_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
+    rows = {"waiting for data": wall * (summ["input_bound_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
             **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
     rows["other"] = max(0.0, wall - sum(rows.values()))
     pct = (lambda v: 100.0 * v / wall) if wall else (lambda v: None)
@@ -234,7 +234,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
               "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
     if cuda:
         record["h2d_pct"] = pct(h2d_ms)
-        record["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + record["h2d_pct"]
+        record["input_bound_pct"] = (summ["input_bound_pct"] or 0.0) + record["h2d_pct"]
         record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
         record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
         record["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
@@ -261,12 +261,14 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
 
 
 # The figures of ``StepTimer.summary()`` a profile's ``run`` record keeps.
-RUN_FIGURES = ("steps", "wall_s", "step_ms", "step_cov_pct", "input_bound_pct", "data_wait_pct",
-               "compute_pct", "other_pct", "step_by_shape", "throughput", "timing")
+RUN_FIGURES = ("steps", "wall_s", "step_ms", "step_cov_pct", "input_bound_pct", "compute_pct", "other_pct",
+               "step_by_shape", "throughput", "timing")
 
 
 # Keys of a profile's ``run`` record that are not diagnosis inputs, and those named differently.
-RECORD_ONLY = {"wall_s", "timing"}
+# Records written before input-bound % had one name also hold ``data_wait_pct``: the loop's own
+# wait, which ``Measured.data_wait_pct`` now derives from input-bound % and the exposed copy.
+RECORD_ONLY = {"wall_s", "timing", "data_wait_pct"}
 RENAMED = {"compute_pct": "step_pct"}
 
 

@@ -128,7 +128,7 @@ def test_other_input_causes():
     base = Measured(settings=S, input_bound_pct=30.0)
     assert "data.on_the_fly=false" in diagnose(
         dataclasses.replace(base, settings=with_settings(on_the_fly=True))).top.action
-    d = diagnose(dataclasses.replace(base, settings=with_settings(pin_memory=False), data_wait_pct=5.0, h2d_pct=25.0))
+    d = diagnose(dataclasses.replace(base, settings=with_settings(pin_memory=False), h2d_pct=25.0))
     assert d.top.rule == "input-h2d" and "`data.pin_memory=true`" in d.top.action
     d = diagnose(dataclasses.replace(base, settings=with_settings(num_workers=15, cpu_count=16)))
     assert d.top.rule == "input-tune" and "myxtts tune" in d.top.action
