@@ -46,6 +46,7 @@ from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run, size_batches
 from myxtts.train.distributed import DistInfo
+from myxtts.train.memory import read_memory
 from myxtts.train.precision import usable_cpus
 from myxtts.train.symbolic import supported_torch, torch_in_range
 
@@ -303,7 +304,7 @@ def step_test(doc: Doc, cfg, data) -> dict | None:
             with count_host_syncs() as sc:
                 run.step_fn([FixedBatches(run.cache, run.cfg, run.device).next().tensors])
             st["host_syncs_per_step"] = sc.count
-            st["mem_peak_pct"] = 100.0 * torch.cuda.max_memory_reserved(run.device) / doc.m["gpu_memory"]
+            st["mem_peak_pct"] = read_memory(run.device).reserved_peak_pct
     except torch.OutOfMemoryError:
         run.step_fn.opt.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from myxtts.observe.stats import IDLE_MEAN_PCT
+from myxtts.train.memory import DeviceMemory
 
 # The profiler's kernel-busy share and NVML's utilisation measure the same thing in two ways;
 # further apart than this, one of them counts something it should not (see GpuBusy).
@@ -91,7 +92,8 @@ class Measured:
     host_syncs_per_step: float | None = None
     padding_pct: float | None = None
     mfu_pct: float | None = None
-    mem_peak_pct: float | None = None
+    mem_peak_pct: float | None = None      # peak memory, % of capacity (train.memory: allocator reserved)
+    memory: DeviceMemory | None = None     # the allocator's figures behind it, retries and OOMs
     compile_s: float | None = None         # warm-up spent compiling, before the first timed step
     graphs_compiled: int | None = None     # graphs the step compiled before step 1 (1: one for every shape)
     cudagraph_skips: int | None = None     # CUDA graphs torch skipped (those steps ran without one)
@@ -107,6 +109,9 @@ class Measured:
         A summary without ``compile_s`` whose every step was the first of its batch shape (no
         step was timed after warm-up) spent its time compiling: the whole run is counted so."""
         compile_s, train_s = s.get("compile_s"), s.get("wall_seconds")
+        memory = DeviceMemory.from_dict(s.get("memory"))
+        # Summaries written before the allocator's figures were recorded have only NVML's.
+        mem_pct = memory.reserved_peak_pct if memory else nvml_memory_pct(s.get("gpu"))
         nm = {}
         if (compile_s is None and settings.compile not in (None, "off") and s.get("step_ms") is None
                 and s.get("steps") is not None and s["steps"] <= (s.get("shapes_seen") or 0)):
@@ -119,7 +124,7 @@ class Measured:
                    step_by_shape=s.get("step_by_shape") or {}, throughput=s.get("throughput") or {},
                    gpu=s.get("gpu"),
                    recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
-                   padding_pct=s.get("padding_pct"), mem_peak_pct=nvml_memory_pct(s.get("gpu")),
+                   padding_pct=s.get("padding_pct"), mem_peak_pct=mem_pct, memory=memory,
                    compile_s=compile_s, train_s=train_s, graphs_compiled=s.get("graphs_compiled"),
                    cudagraph_skips=s.get("cudagraph_skips"), cudagraph_recordings=s.get("cudagraph_recordings"),
                    not_measured=nm)
@@ -187,7 +192,8 @@ class Measured:
 
 
 def nvml_memory_pct(gpu: dict | None) -> float | None:
-    """Peak memory used on the busiest-memory GPU, % of its total, from a GpuSampler summary."""
+    """NVML's peak memory used on the busiest-memory GPU, % of its total, from a GpuSampler
+    summary: the peak memory of summaries that predate the allocator's figures."""
     pcts = [100.0 * g["mem_used_max_mib"] / g["mem_total_mib"] for g in (gpu or {}).get("gpus", [])
             if g.get("mem_used_max_mib") is not None and g.get("mem_total_mib")]
     return max(pcts, default=None)

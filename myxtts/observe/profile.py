@@ -33,6 +33,7 @@ from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.loop import Loop
+from myxtts.train.memory import read_memory
 from myxtts.train.precision import device_name, sync, usable_cpus
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
@@ -197,7 +198,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             prof.step()
         sync(dev)
     step_fn.hooks.remove(ranges)
-    mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None
+    mem = read_memory(dev)  # since measure() started: its steps and the profiled pass
     trace = out / "trace.json"
     prof.export_chrome_trace(str(trace))
     dstats = _device_stats(prof, steps, step_ms) if cuda else {}
@@ -237,7 +238,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         record["input_bound_pct"] = (summ["input_bound_pct"] or 0.0) + record["h2d_pct"]
         record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
         record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
-        record["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
+        record["mem_peak_pct"] = mem.reserved_peak_pct if mem else None
         record.update(dstats)
     measured = measured_from_profile(record, gpu, {} if gpu else {"gpu": f"NVML not sampled: {nvml['why']}"})
     diag = diagnose(measured)

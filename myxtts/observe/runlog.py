@@ -137,10 +137,7 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
     lines.append(f"  step {fmt(m.step_ms)} ms (CoV {fmt(m.step_cov_pct)} %) | "
                  f"{fmt(t.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
                  f"{fmt(t.get('audio_s_per_s'), '{:,.1f}')} s of audio/s | input-bound {fmt(m.input_bound_pct)} %")
-    mem = ""
-    if s.get("peak_memory_gib") is not None:
-        mem = f"; peak memory {s['peak_memory_gib']:.1f} GiB" + (
-            f" ({m.mem_peak_pct:.0f} % of the GPU by NVML)" if m.mem_peak_pct is not None else "")
+    mem = f"; {m.memory.text()}" if m.memory is not None else ""
     lines.append(f"  {fmt(m.n_shapes, '{}', '0')} batch shapes, padding {fmt(m.padding_pct)} %, "
                  f"recompiles after warm-up: {fmt(m.recompiles, '{}', '0')}{mem}")
     lines.append(f"verdict: {diag.headline()}")

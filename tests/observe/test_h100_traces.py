@@ -1,6 +1,7 @@
 """The real traces of the first H100 run (tests/fixtures/h100-2026-11-23, see its README),
 diagnosed by the code `myxtts profile` and the trainer's log run: each must name the right cause."""
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from myxtts.observe.diagnose import diagnose
 from myxtts.observe.gpu import GpuSampler, _Device, read_csv, summarize_samples
 from myxtts.observe.profile import measured_from_profile
 from myxtts.observe.runlog import RunLog, run_diagnosis, where_the_time_went
+from myxtts.train.memory import DeviceMemory
 
 H100 = Path(__file__).parents[1] / "fixtures" / "h100-2026-11-23"
 
@@ -75,6 +77,17 @@ def test_eager_training_summary_in_words_is_launch_bound_and_has_no_raw_json():
     assert len(verdict) == 1 and verdict[0].startswith("verdict: launch-bound: the GPU is busy 32 % of the time")
     assert "try `train.compile=cudagraphs`" in verdict[0]
     assert "{" not in text  # the figures go to summary.json and the report, not to the console
+
+
+def test_the_closing_summary_gives_peak_memory_with_the_allocators_retries_and_ooms():
+    s = _json("eager-base-summary.json")
+    m, d = run_diagnosis(s, _eager_cfg())
+    assert "peak memory" not in where_the_time_went(s, m, d)  # its peak_memory_gib was the allocated peak
+    s["memory"] = asdict(DeviceMemory(capacity_gib=79.1, reserved_peak_gib=6.2, reserved_peak_pct=7.8,
+                                      active_peak_gib=5.1, alloc_retries=2, ooms=0))
+    m, d = run_diagnosis(s, _eager_cfg())
+    assert ("peak memory 6.2 GiB (8 % of 79.1 GiB reserved by the allocator), 2 allocator retries, 0 OOMs"
+            in where_the_time_went(s, m, d)) and m.mem_peak_pct == 7.8
 
 
 def test_training_diagnosis_reads_the_budget_the_run_trained_with():
