@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from myxtts.config import MIN_FRAME_BUDGET
 from myxtts.observe.format import findings_text, fmt
-from myxtts.observe.gpu import SLOWDOWN_REASONS
+from myxtts.observe.gpu_summary import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
@@ -127,8 +127,8 @@ def classify(m: Measured) -> tuple[str, str]:
         return "compiling", (f"the run spent {m.compile_s:.0f} s compiling{shapes} and no step ran after "
                              "the warm-up: the GPU waited for the compiler, it was not idle")
     u = m.util()
-    if u and u["mean"] < IDLE_MEAN_PCT:
-        return "idle", f"GPU utilisation mean {u['mean']:.1f} % (< {IDLE_MEAN_PCT:g} %)"
+    if u and u.mean < IDLE_MEAN_PCT:
+        return "idle", f"GPU utilisation mean {u.mean:.1f} % (< {IDLE_MEAN_PCT:g} %)"
     busy = m.busy()
     ibs = f"the loop waits on data {ib:.1f} % of the time" if ib is not None else "input-bound % not measured"
     kernels = "its kernels"
@@ -175,8 +175,8 @@ def _r_idle_gpus(m, bound, why):
     idle, busy = m.idle_gpus()
     if not idle:
         return
-    names = ", ".join(f"GPU {g['index']} {g['util']['mean']:.0f} %" for g in idle)
-    works = ", ".join(f"GPU {g['index']} {g['util']['mean']:.0f} %" for g in busy)
+    names = ", ".join(f"GPU {g.index} {g.util.mean:.0f} %" for g in idle)
+    works = ", ".join(f"GPU {g.index} {g.util.mean:.0f} %" for g in busy)
     n = len(idle) + len(busy)
     yield Finding("high", "Some GPUs sit idle while others train",
                   f"utilisation mean {names} (< {IDLE_MEAN_PCT:g} %) while {works}: a GPU that only feeds "
@@ -329,24 +329,24 @@ def _r_memory(m, bound, why):
 
 def _r_underfill(m, bound, why):
     u, sm = m.util(), m.sm()
-    if not (u and sm) or u["mean"] < LAUNCH_BUSY_MAX_PCT or sm["mean"] >= SM_UNDERFILL_PCT:
+    if not (u and sm) or u.mean < LAUNCH_BUSY_MAX_PCT or sm.mean >= SM_UNDERFILL_PCT:
         return
     fb = m.settings.frame_budget
     yield Finding("medium", "Kernels fill few SMs",
-                  f"NVML reads {u['mean']:.0f} % busy but GPM shows {sm['mean']:.0f} % of SMs active "
+                  f"NVML reads {u.mean:.0f} % busy but GPM shows {sm.mean:.0f} % of SMs active "
                   f"(< {SM_UNDERFILL_PCT:g} %): kernels are too small for this GPU",
                   _more_budget(m) or (f"`data.frame_budget={2 * fb}`" if fb else "`myxtts tune`"), "underfill",
-                  100.0 - sm["mean"])
+                  100.0 - sm.mean)
 
 
 def _r_oscillation(m, bound, why):
     u = m.util()
-    if u and u.get("verdict") == "oscillating" and bound != "compiling":
+    if u and u.verdict == "oscillating" and bound != "compiling":
         first = next(iter(_r_input(m, bound, why)), None) or next(iter(_r_recompiles(m, bound, why)), None)
         cause = (first.action if first else
                  "`myxtts profile` over the dips (host syncs, eval or checkpoint pauses)")
         yield Finding("medium", "GPU utilisation oscillates",
-                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u["std"])
+                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u.std)
     worst = max(((k, v) for k, v in m.step_by_shape.items() if v.get("n", 0) >= SHAPE_MIN_STEPS),
                 key=lambda kv: kv[1]["cov_pct"], default=None)
     if worst and worst[1]["cov_pct"] > OSCILLATING_COV_PCT:
@@ -391,11 +391,11 @@ def _r_settings(m, bound, why):
         yield Finding("low", "More loader workers than spare CPUs",
                       f"{w} workers on {cpus} CPUs: they compete with the training process",
                       f"`data.num_workers={cpus - 1}`", "workers-oversubscribed", 2)
-    for g in (m.gpu or {}).get("gpus", []):
-        slow = {r: p for r, p in g.get("throttle_pct", {}).items() if r in SLOWDOWN_REASONS and p >= THROTTLE_PCT}
+    for g in m.gpu.gpus if m.gpu else []:
+        slow = {r: p for r, p in g.throttle_pct.items() if r in SLOWDOWN_REASONS and p >= THROTTLE_PCT}
         if slow:
             top = ", ".join(f"{r} {p:.0f} % of samples" for r, p in sorted(slow.items(), key=lambda x: -x[1]))
-            yield Finding("medium", f"GPU {g['index']} clocks are lowered", top,
+            yield Finding("medium", f"GPU {g.index} clocks are lowered", top,
                           "not a MyXTTS setting: check cooling and the power limit (`nvidia-smi -q -d PERFORMANCE`)",
                           "throttle", max(slow.values()) / 2)
     other = m.other_pct

@@ -27,6 +27,7 @@ from torch.profiler import ProfilerActivity, record_function
 from myxtts.errors import UserError
 from myxtts.observe.diagnose import diagnose
 from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measure import measure
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
@@ -258,7 +259,8 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             "median_kernel_us": record.get("median_kernel_us"), "cpu_dispatch_pct": record.get("cpu_dispatch_pct"),
             "recompiles": recompiles, "host_syncs_per_step": syncs, "host_syncs_note": sync_note,
             "flops_per_step": summ["flops"] / max(summ["steps"], 1), **m, "throughput": summ["throughput"],
-            "gpu": gpu, "trace": str(trace), "report": str(report), "run": record, "diagnosis": diag.as_dict()}
+            "gpu": gpu.as_dict() if gpu else None, "trace": str(trace), "report": str(report), "run": record,
+            "diagnosis": diag.as_dict()}
 
 
 # The figures of ``StepTimer.summary()`` a profile's ``run`` record keeps.
@@ -273,7 +275,7 @@ RECORD_ONLY = {"wall_s", "timing", "data_wait_pct"}
 RENAMED = {"compute_pct": "step_pct"}
 
 
-def measured_from_profile(run: dict, gpu: dict | None = None, not_measured: dict | None = None) -> Measured:
+def measured_from_profile(run: dict, gpu: GpuSummary | None = None, not_measured: dict | None = None) -> Measured:
     """The diagnosis inputs of a profile's ``run`` record (as ``--json`` writes it), with the NVML
     summary sampled beside the timed pass. An unknown key is an error, not a figure dropped."""
     names = {f.name for f in fields(Settings)}

@@ -13,6 +13,7 @@ from myxtts.config import Config
 from myxtts.observe.diagnose import Diagnosis, diagnose
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
 from myxtts.train.log import TrainLog
@@ -88,7 +89,7 @@ class RunLog(TrainLog):
         gpu = stop_sampler(self._gpu, tuple(self._compile) if self._compile else None)
         self._gpu = None
         if gpu is not None:
-            summary["gpu"] = gpu
+            summary["gpu"] = gpu.as_dict()
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
@@ -101,8 +102,9 @@ class RunLog(TrainLog):
 
 def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measured, Diagnosis]:
     """The figures of a run's summary as diagnosis inputs, and the diagnosis."""
-    gpus = (summary.get("gpu") or {}).get("gpus") or [{}]
-    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=gpus[0].get("name", ""),
+    gpu = GpuSummary.from_dict(summary.get("gpu"))
+    name = gpu.gpus[0].name if gpu and gpu.gpus else ""
+    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=name,
                                     compile=summary.get("compile"), world_size=summary.get("world_size", 1))
     if summary.get("frame_budget"):  # what data.frame_budget=auto chose: the budget the run trained with
         settings = dataclasses.replace(settings, frame_budget=summary["frame_budget"])
@@ -125,13 +127,13 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
         gpu = (f"GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
                "the GPU waits for the compiler meanwhile")
     elif u:
-        gpm = f"; GPM SM active {sm['mean']:.0f} %" if sm else ""
-        gpu = f"GPU busy {u['mean']:.0f} % of the training time (NVML utilisation{gpm}), {u['verdict']}"
+        gpm = f"; GPM SM active {sm.mean:.0f} %" if sm else ""
+        gpu = f"GPU busy {u.mean:.0f} % of the training time (NVML utilisation{gpm}), {u.verdict}"
     else:
         gpu = "GPU busy: " + m.not_measured.get("gpu", "not measured")
-    compiling = (m.gpu or {}).get("compiling")
+    compiling = m.gpu.compiling if m.gpu else None
     if compiling:
-        gpu += f"; {compiling['samples']} samples taken while compiling counted apart"
+        gpu += f"; {compiling.samples} samples taken while compiling counted apart"
     lines.append(f"  {gpu}")
     t = m.throughput
     lines.append(f"  step {fmt(m.step_ms)} ms (CoV {fmt(m.step_cov_pct)} %) | "

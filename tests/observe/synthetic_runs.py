@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from myxtts.observe.gpu import GpuSample, summarize_samples
+from myxtts.observe.gpu_summary import GpuSample, summarize_samples
 from myxtts.observe.measured import Measured, Settings
 
 SETTINGS = Settings(device="cuda:0", device_name="NVIDIA H100 80GB HBM3", bf16_supported=True, cpu_count=16,

@@ -9,7 +9,8 @@ import pytest
 from myxtts.commands.profile import text as profile_text
 from myxtts.config import load
 from myxtts.observe.diagnose import diagnose
-from myxtts.observe.gpu import GpuSampler, _Device, read_csv, summarize_samples
+from myxtts.observe.gpu import GpuSampler, _Device
+from myxtts.observe.gpu_summary import read_csv, summarize_samples
 from myxtts.observe.profile import measured_from_profile
 from myxtts.observe.runlog import RunLog, run_diagnosis, where_the_time_went
 from myxtts.train.memory import DeviceMemory
@@ -59,7 +60,7 @@ def test_profile_command_prints_the_new_verdict_for_the_real_trace():
     rec = _json("profile_eager_base.json")
     gpu = _monitor("eager-base-monitor.csv")
     m = measured_from_profile(rec["run"], gpu)
-    rec.update(gpu=gpu, diagnosis=diagnose(m).as_dict())
+    rec.update(gpu=gpu.as_dict(), diagnosis=diagnose(m).as_dict())
     out = profile_text(rec)
     assert "verdict: launch-bound: the GPU is busy 28 % of the time" in out
     assert "NVML utilisation beside the timed steps: mean 28 %" in out and "GPM SM active 18 %" in out
@@ -104,7 +105,7 @@ def test_training_diagnosis_reads_the_budget_the_run_trained_with():
 
 def test_compile_default_run_is_compiling_not_idle():
     s = _json("compile-default-base-summary.json")
-    s["gpu"] = _monitor("compile-default-base-monitor.csv")
+    s["gpu"] = _monitor("compile-default-base-monitor.csv").as_dict()
     m, d = run_diagnosis(s, load("base"))
     assert d.bound == "compiling", d.text()
     assert "not idle" in d.reason and "idle" not in {f.rule for f in d.findings}
