@@ -11,11 +11,10 @@ docs/design.md, "Diagnosis"; the thresholds are the constants below.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import asdict, dataclass, field
 
 from myxtts.config import MIN_FRAME_BUDGET
-from myxtts.observe.format import findings_text, fmt
+from myxtts.observe.findings import Diagnosis, Finding, ranked
+from myxtts.observe.format import fmt
 from myxtts.observe.gpu_summary import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
@@ -43,48 +42,6 @@ MEMORY_ROOM_PCT = 60.0           # a compute-bound run below this has room for a
 MEMORY_FILL_PCT = 100.0 * HEADROOM  # the peak memory automatic sizing and `myxtts tune` fill a GPU to
 BUDGET_STEP = MIN_FRAME_BUDGET         # frame budgets are rounded down to this (the config's minimum)
 BUDGET_GAIN = 1.25               # a larger budget is suggested only when it is this much larger
-
-SEVERITIES = ("high", "medium", "low", "info")
-_PARENS = re.compile(r" \([^()]*\)")
-
-
-@dataclass
-class Finding:
-    severity: str      # one of SEVERITIES
-    title: str
-    evidence: str      # the numbers and the threshold they crossed
-    action: str        # the exact key=value or command to try
-    rule: str = ""     # stable id, for tests and for grouping in reports
-    impact: float = 0.0  # estimated share of step time at stake (%), ranks findings of one severity
-
-
-@dataclass
-class Diagnosis:
-    bound: str         # cpu | input-bound | compiling | idle | launch-bound | compute-bound | unknown
-    reason: str        # a sentence with the numbers behind the verdict
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def top(self) -> Finding | None:
-        return self.findings[0] if self.findings else None
-
-    def as_dict(self) -> dict:
-        return {"bound": self.bound, "reason": self.reason, "headline": self.headline(),
-                "findings": [asdict(f) for f in self.findings]}
-
-    def headline(self) -> str:
-        """The verdict in one line: what bounds the run, the numbers, and what to try first (the
-        first finding's action without its explanations in brackets)."""
-        top = next((f for f in self.findings if f.severity != "info"), None)
-        if top is None:
-            return f"{self.bound}: {self.reason}"
-        lead = "try" if top.action.startswith("`") else "next:"
-        return f"{self.bound}: {self.reason}; {lead} {_PARENS.sub('', top.action)}"
-
-    def text(self) -> str:
-        return "\n".join([f"verdict: {self.headline()}"]
-                         + ([findings_text([asdict(f) for f in self.findings])] if self.findings else []))
-
 
 def budget_to_fill(m: Measured) -> int | None:
     """The frame budget that would fill the GPU to MEMORY_FILL_PCT, from the peak memory at the
@@ -423,8 +380,3 @@ def diagnose(m: Measured) -> Diagnosis:
     """Classify the run and return its findings, most severe and most costly first."""
     bound, why = classify(m)
     return Diagnosis(bound, why, ranked([f for rule in RULES for f in rule(m, bound, why)]))
-
-
-def ranked(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, and within a severity the most step time at stake first."""
-    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), -f.impact))

@@ -35,9 +35,9 @@ from myxtts.observe.diagnose import (
     INPUT_BOUND_TARGET_PCT,
     PADDING_LOW_PCT,
     diagnose,
-    ranked,
     workers_needed,
 )
+from myxtts.observe.findings import ranked
 from myxtts.observe.machine import Doc, DoctorFigures, disk, environment, host
 from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.measured import Measured, Settings

@@ -21,7 +21,7 @@ import torch
 
 from myxtts.models.monotonic import check_device
 from myxtts.observe import loaders as R
-from myxtts.observe.diagnose import Finding
+from myxtts.observe.findings import Finding
 from myxtts.train.memory import DeviceMemory
 from myxtts.train.precision import usable_cpus
 from myxtts.train.symbolic import supported_torch, torch_in_range

@@ -32,9 +32,9 @@ from myxtts.observe.diagnose import (
     LOW_MFU_PCT,
     PADDING_HIGH_PCT,
     PADDING_LOW_PCT,
-    Diagnosis,
     diagnose,
 )
+from myxtts.observe.findings import Diagnosis
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu_summary import SLOWDOWN_REASONS, GpuStats
 from myxtts.observe.measured import Measured

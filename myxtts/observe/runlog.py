@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
-from myxtts.observe.diagnose import Diagnosis, diagnose
+from myxtts.observe.diagnose import diagnose
+from myxtts.observe.findings import Diagnosis
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary

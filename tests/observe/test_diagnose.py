@@ -3,7 +3,8 @@ import dataclasses
 import pytest
 
 from myxtts.config import Config
-from myxtts.observe.diagnose import BUDGET_STEP, MEMORY_FILL_PCT, SEVERITIES, budget_to_fill, classify, diagnose
+from myxtts.observe.diagnose import BUDGET_STEP, MEMORY_FILL_PCT, budget_to_fill, classify, diagnose
+from myxtts.observe.findings import SEVERITIES
 from myxtts.observe.gpu_summary import GpuStats, GpuSummary
 from myxtts.observe.measured import BUSY_DISAGREE_PTS, Measured, Settings
 from myxtts.observe.stats import summarize
