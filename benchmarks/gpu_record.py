@@ -39,8 +39,11 @@ def _gpu(summary: dict) -> dict:
 
 
 def run_figures(s: dict) -> dict:
-    """What one training run's summary.json says, in the record's words."""
-    g = _gpu(s)
+    """What one training run's summary.json says, in the record's words. Peak memory is the
+    allocator's peak reserved memory (docs/design.md, "Peak memory"); a summary written before
+    it was recorded held the peak *allocated* memory as ``peak_memory_gib``, a smaller figure, so
+    it is left out rather than passed off as the same thing."""
+    g, mem = _gpu(s), s.get("memory") or {}
     return {"device": s.get("device_name"), "compile": s.get("compile"), "precision": s.get("precision"),
             "frame_budget": s.get("frame_budget"), "shapes": s.get("shapes_seen"), "steps": s.get("steps"),
             "stopped": s.get("stopped"), "compile_s": s.get("compile_s"),
@@ -56,7 +59,9 @@ def run_figures(s: dict) -> dict:
             "gpu_util_mean_pct": (g.get("util") or {}).get("mean"),
             "gpu_util_p5_pct": (g.get("util") or {}).get("p5"),
             "gpm_sm_active_mean_pct": (g.get("sm_active") or {}).get("mean"),
-            "gpu_samples": g.get("samples"), "peak_memory_gib": s.get("peak_memory_gib")}
+            "gpu_samples": g.get("samples"), "peak_memory_gib": mem.get("reserved_peak_gib"),
+            "peak_memory_pct": mem.get("reserved_peak_pct"), "alloc_retries": mem.get("alloc_retries"),
+            "ooms": mem.get("ooms")}
 
 
 def util_reason(s: dict) -> str:
@@ -249,7 +254,10 @@ def markdown(r: dict, stem: Path) -> str:
             ("step ms (mean after warm-up)", "step_ms"), ("step time CoV %", "step_cov_pct"),
             ("mel frames/s", "frames_per_s"), ("input-bound %", "input_bound_pct"),
             ("GPU utilisation mean %", "gpu_util_mean_pct"), ("GPU utilisation p5 %", "gpu_util_p5_pct"),
-            ("GPM SM active mean %", "gpm_sm_active_mean_pct"), ("peak memory GiB", "peak_memory_gib"),
+            ("GPM SM active mean %", "gpm_sm_active_mean_pct"),
+            ("peak memory GiB (allocator reserved)", "peak_memory_gib"),
+            ("peak memory % of capacity", "peak_memory_pct"), ("allocator retries", "alloc_retries"),
+            ("out-of-memory errors", "ooms"),
             ("recompiles after warm-up", "recompiles_after_warmup")]
     lines += ["", "## The training runs", "", "| | cold | eager (fallback) |", "|---|---:|---:|"]
     for label, key in rows:

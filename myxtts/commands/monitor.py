@@ -13,7 +13,8 @@ from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, EXIT_USAGE, add_command, check_output, err
 from myxtts.errors import UserError
-from myxtts.observe.gpu import GpuSampler, GpuUnavailable, write_csv
+from myxtts.observe.gpu import GpuSampler, GpuUnavailable
+from myxtts.observe.gpu_summary import GpuSummary, write_csv
 from myxtts.observe.report import gpu_text, timeline_svg
 from myxtts.observe.stats import thresholds_text
 
@@ -71,10 +72,10 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def summary_text(summary: dict) -> str:
+def summary_text(summary: GpuSummary) -> str:
     """Multi-line summary of ``GpuSampler.summary()``: stats, verdict and the thresholds used."""
-    lines = [f"GPU summary over {summary['duration_s']:.1f} s, one sample every {summary['interval_s']:g} s:"]
-    for g in summary["gpus"]:
+    lines = [f"GPU summary over {summary.duration_s:.1f} s, one sample every {summary.interval_s:g} s:"]
+    for g in summary.gpus:
         head, *rest = gpu_text(g)
         lines += [f"  {head}", *(f"      {line}" for line in rest)]
     lines.append(f"verdict thresholds: {thresholds_text()}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from myxtts.commands.common import EXIT_OK, add_overrides, add_run_command, check_output, err, load_config
 from myxtts.observe.diagnose import INPUT_BOUND_MODERATE_PCT
 from myxtts.observe.format import findings_text, fmt
+from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.profile import profile
 
 
@@ -57,7 +58,7 @@ def text(r: dict) -> str:
                      f"{fmt(r['kernels_per_step'], '{:,.0f}')} kernels per step, median kernel "
                      f"{fmt(r['median_kernel_us'])} µs; host busy launching "
                      f"{fmt(r['cpu_dispatch_pct'], '{:.0f}')} % of the step")
-        lines.append(nvml_line(r.get("gpu")))
+        lines.append(nvml_line(GpuSummary.from_dict(r.get("gpu"))))
     lines.append(f"recompiles after warm-up: {r['recompiles']}")
     lines.append("host syncs per step: " + (fmt(r["host_syncs_per_step"], "{:g}")
                                             if r["host_syncs_per_step"] is not None else r["host_syncs_note"]))
@@ -79,12 +80,12 @@ def text(r: dict) -> str:
     return "\n".join(lines)
 
 
-def nvml_line(gpu: dict | None) -> str:
+def nvml_line(gpu: GpuSummary | None) -> str:
     """NVML utilisation (and GPM SM activity) sampled beside the timed pass: the cross-check of
     the kernel-time busy share."""
-    g = next((g for g in (gpu or {}).get("gpus", []) if g.get("util")), None)
+    g = next((g for g in (gpu.gpus if gpu else []) if g.util), None)
     if g is None:
         return "NVML utilisation beside the timed steps: not measured (nvidia-ml-py missing or no samples)"
-    sm = g.get("sm_active")
-    return (f"NVML utilisation beside the timed steps: mean {g['util']['mean']:.0f} % over {g['util']['n']} "
-            "samples" + (f", GPM SM active {sm['mean']:.0f} %" if sm else ""))
+    sm = g.sm_active
+    return (f"NVML utilisation beside the timed steps: mean {g.util.mean:.0f} % over {g.util.n} "
+            "samples" + (f", GPM SM active {sm.mean:.0f} %" if sm else ""))

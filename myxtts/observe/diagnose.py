@@ -11,12 +11,11 @@ docs/design.md, "Diagnosis"; the thresholds are the constants below.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import asdict, dataclass, field
 
 from myxtts.config import MIN_FRAME_BUDGET
-from myxtts.observe.format import findings_text, fmt
-from myxtts.observe.gpu import SLOWDOWN_REASONS
+from myxtts.observe.findings import Diagnosis, Finding, ranked
+from myxtts.observe.format import fmt
+from myxtts.observe.gpu_summary import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
@@ -43,48 +42,6 @@ MEMORY_ROOM_PCT = 60.0           # a compute-bound run below this has room for a
 MEMORY_FILL_PCT = 100.0 * HEADROOM  # the peak memory automatic sizing and `myxtts tune` fill a GPU to
 BUDGET_STEP = MIN_FRAME_BUDGET         # frame budgets are rounded down to this (the config's minimum)
 BUDGET_GAIN = 1.25               # a larger budget is suggested only when it is this much larger
-
-SEVERITIES = ("high", "medium", "low", "info")
-_PARENS = re.compile(r" \([^()]*\)")
-
-
-@dataclass
-class Finding:
-    severity: str      # one of SEVERITIES
-    title: str
-    evidence: str      # the numbers and the threshold they crossed
-    action: str        # the exact key=value or command to try
-    rule: str = ""     # stable id, for tests and for grouping in reports
-    impact: float = 0.0  # estimated share of step time at stake (%), ranks findings of one severity
-
-
-@dataclass
-class Diagnosis:
-    bound: str         # cpu | input-bound | compiling | idle | launch-bound | compute-bound | unknown
-    reason: str        # a sentence with the numbers behind the verdict
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def top(self) -> Finding | None:
-        return self.findings[0] if self.findings else None
-
-    def as_dict(self) -> dict:
-        return {"bound": self.bound, "reason": self.reason, "headline": self.headline(),
-                "findings": [asdict(f) for f in self.findings]}
-
-    def headline(self) -> str:
-        """The verdict in one line: what bounds the run, the numbers, and what to try first (the
-        first finding's action without its explanations in brackets)."""
-        top = next((f for f in self.findings if f.severity != "info"), None)
-        if top is None:
-            return f"{self.bound}: {self.reason}"
-        lead = "try" if top.action.startswith("`") else "next:"
-        return f"{self.bound}: {self.reason}; {lead} {_PARENS.sub('', top.action)}"
-
-    def text(self) -> str:
-        return "\n".join([f"verdict: {self.headline()}"]
-                         + ([findings_text([asdict(f) for f in self.findings])] if self.findings else []))
-
 
 def budget_to_fill(m: Measured) -> int | None:
     """The frame budget that would fill the GPU to MEMORY_FILL_PCT, from the peak memory at the
@@ -127,8 +84,8 @@ def classify(m: Measured) -> tuple[str, str]:
         return "compiling", (f"the run spent {m.compile_s:.0f} s compiling{shapes} and no step ran after "
                              "the warm-up: the GPU waited for the compiler, it was not idle")
     u = m.util()
-    if u and u["mean"] < IDLE_MEAN_PCT:
-        return "idle", f"GPU utilisation mean {u['mean']:.1f} % (< {IDLE_MEAN_PCT:g} %)"
+    if u and u.mean < IDLE_MEAN_PCT:
+        return "idle", f"GPU utilisation mean {u.mean:.1f} % (< {IDLE_MEAN_PCT:g} %)"
     busy = m.busy()
     ibs = f"the loop waits on data {ib:.1f} % of the time" if ib is not None else "input-bound % not measured"
     kernels = "its kernels"
@@ -175,8 +132,8 @@ def _r_idle_gpus(m, bound, why):
     idle, busy = m.idle_gpus()
     if not idle:
         return
-    names = ", ".join(f"GPU {g['index']} {g['util']['mean']:.0f} %" for g in idle)
-    works = ", ".join(f"GPU {g['index']} {g['util']['mean']:.0f} %" for g in busy)
+    names = ", ".join(f"GPU {g.index} {g.util.mean:.0f} %" for g in idle)
+    works = ", ".join(f"GPU {g.index} {g.util.mean:.0f} %" for g in busy)
     n = len(idle) + len(busy)
     yield Finding("high", "Some GPUs sit idle while others train",
                   f"utilisation mean {names} (< {IDLE_MEAN_PCT:g} %) while {works}: a GPU that only feeds "
@@ -198,8 +155,7 @@ def _r_input(m, bound, why):
     if ib is None or ib < INPUT_BOUND_MODERATE_PCT:
         return
     sev = "high" if ib >= INPUT_BOUND_HIGH_PCT else "medium"
-    h2d = m.h2d_pct or 0.0
-    wait = ib - h2d if m.data_wait_pct is None else m.data_wait_pct
+    h2d, wait = m.h2d_pct or 0.0, m.data_wait_pct
     w, cpus = s.num_workers, s.cpu_count
     ev = f"{why}; target < {INPUT_BOUND_TARGET_PCT:g} %"
     if h2d > wait:
@@ -330,24 +286,24 @@ def _r_memory(m, bound, why):
 
 def _r_underfill(m, bound, why):
     u, sm = m.util(), m.sm()
-    if not (u and sm) or u["mean"] < LAUNCH_BUSY_MAX_PCT or sm["mean"] >= SM_UNDERFILL_PCT:
+    if not (u and sm) or u.mean < LAUNCH_BUSY_MAX_PCT or sm.mean >= SM_UNDERFILL_PCT:
         return
     fb = m.settings.frame_budget
     yield Finding("medium", "Kernels fill few SMs",
-                  f"NVML reads {u['mean']:.0f} % busy but GPM shows {sm['mean']:.0f} % of SMs active "
+                  f"NVML reads {u.mean:.0f} % busy but GPM shows {sm.mean:.0f} % of SMs active "
                   f"(< {SM_UNDERFILL_PCT:g} %): kernels are too small for this GPU",
                   _more_budget(m) or (f"`data.frame_budget={2 * fb}`" if fb else "`myxtts tune`"), "underfill",
-                  100.0 - sm["mean"])
+                  100.0 - sm.mean)
 
 
 def _r_oscillation(m, bound, why):
     u = m.util()
-    if u and u.get("verdict") == "oscillating" and bound != "compiling":
+    if u and u.verdict == "oscillating" and bound != "compiling":
         first = next(iter(_r_input(m, bound, why)), None) or next(iter(_r_recompiles(m, bound, why)), None)
         cause = (first.action if first else
                  "`myxtts profile` over the dips (host syncs, eval or checkpoint pauses)")
         yield Finding("medium", "GPU utilisation oscillates",
-                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u["std"])
+                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u.std)
     worst = max(((k, v) for k, v in m.step_by_shape.items() if v.get("n", 0) >= SHAPE_MIN_STEPS),
                 key=lambda kv: kv[1]["cov_pct"], default=None)
     if worst and worst[1]["cov_pct"] > OSCILLATING_COV_PCT:
@@ -392,11 +348,11 @@ def _r_settings(m, bound, why):
         yield Finding("low", "More loader workers than spare CPUs",
                       f"{w} workers on {cpus} CPUs: they compete with the training process",
                       f"`data.num_workers={cpus - 1}`", "workers-oversubscribed", 2)
-    for g in (m.gpu or {}).get("gpus", []):
-        slow = {r: p for r, p in g.get("throttle_pct", {}).items() if r in SLOWDOWN_REASONS and p >= THROTTLE_PCT}
+    for g in m.gpu.gpus if m.gpu else []:
+        slow = {r: p for r, p in g.throttle_pct.items() if r in SLOWDOWN_REASONS and p >= THROTTLE_PCT}
         if slow:
             top = ", ".join(f"{r} {p:.0f} % of samples" for r, p in sorted(slow.items(), key=lambda x: -x[1]))
-            yield Finding("medium", f"GPU {g['index']} clocks are lowered", top,
+            yield Finding("medium", f"GPU {g.index} clocks are lowered", top,
                           "not a MyXTTS setting: check cooling and the power limit (`nvidia-smi -q -d PERFORMANCE`)",
                           "throttle", max(slow.values()) / 2)
     other = m.other_pct
@@ -424,8 +380,3 @@ def diagnose(m: Measured) -> Diagnosis:
     """Classify the run and return its findings, most severe and most costly first."""
     bound, why = classify(m)
     return Diagnosis(bound, why, ranked([f for rule in RULES for f in rule(m, bound, why)]))
-
-
-def ranked(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, and within a severity the most step time at stake first."""
-    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), -f.impact))

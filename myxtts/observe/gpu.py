@@ -3,7 +3,7 @@
 Why a thread and not ``nvidia-smi``: watching ``watch -n 1 nvidia-smi`` gives single numbers
 read by eye. A sampler in the training process (or in ``myxtts monitor``) keeps
 every sample, so a run ends with a series whose mean, spread and verdict can be computed
-(``stats.summarize``) and plotted next to the step timings.
+(``gpu_summary.summarize_samples``) and plotted next to the step timings.
 
 What is read per GPU and tick, and what each figure means: docs/design.md, "GPU utilisation"
 (``utilization.gpu``; on Hopper and newer the GPM SM activity, occupancy and tensor-core activity
@@ -12,26 +12,13 @@ field fails soft to ``None`` where the GPU or driver does not support it, and is
 """
 from __future__ import annotations
 
-import csv
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from statistics import fmean
+from dataclasses import dataclass, field
 
 from myxtts.errors import UserError
-from myxtts.observe.format import fmt
-from myxtts.observe.stats import summarize
-
-# Clock-event reason bits from nvml.h, kept here so decoding works (and is tested) without NVML.
-THROTTLE_REASONS = {
-    0x001: "gpu_idle", 0x002: "applications_clocks", 0x004: "sw_power_cap",
-    0x008: "hw_slowdown", 0x010: "sync_boost", 0x020: "sw_thermal", 0x040: "hw_thermal",
-    0x080: "hw_power_brake", 0x100: "display_clocks",
-}
-# Reasons that cost speed while training; idle/app-clocks/sync-boost are informational.
-SLOWDOWN_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+from myxtts.observe.gpu_summary import GpuSample, GpuSummary, decode_throttle, summarize_samples
 
 _GPM_METRICS = (("sm_active", "NVML_GPM_METRIC_SM_UTIL"),
                 ("sm_occupancy", "NVML_GPM_METRIC_SM_OCCUPANCY"),
@@ -40,44 +27,6 @@ _GPM_METRICS = (("sm_active", "NVML_GPM_METRIC_SM_UTIL"),
 
 class GpuUnavailable(UserError):
     """No NVIDIA GPU can be sampled; the message is one sentence saying why."""
-
-
-def decode_throttle(mask: int) -> tuple[str, ...]:
-    """Bitmask from nvmlDeviceGetCurrentClocksEventReasons -> reason names (unknown bits by value)."""
-    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    rest = mask & ~sum(THROTTLE_REASONS)
-    if rest:
-        names.append(f"0x{rest:x}")
-    return tuple(names)
-
-
-@dataclass
-class GpuSample:
-    t: float                          # seconds since the sampler started
-    gpu: int                          # index in this sampler's device list (== torch cuda index)
-    util: float | None                # NVML utilization.gpu, %
-    mem_used_mib: float | None = None
-    mem_total_mib: float | None = None
-    power_w: float | None = None
-    sm_clock_mhz: float | None = None
-    throttle: tuple[str, ...] = ()
-    sm_active: float | None = None    # GPM, %
-    sm_occupancy: float | None = None  # GPM, %
-    tensor_active: float | None = None  # GPM, %
-
-    def short(self) -> str:
-        """Compact text for a progress line: ``gpu0 97% sm 81% 61.2/80.0GiB 690W``."""
-        parts = [f"gpu{self.gpu} {fmt(self.util, '{:.0f}%')}"]
-        if self.sm_active is not None:
-            parts.append(f"sm {self.sm_active:.0f}%")
-        if self.mem_used_mib is not None and self.mem_total_mib:
-            parts.append(f"{self.mem_used_mib / 1024:.1f}/{self.mem_total_mib / 1024:.1f}GiB")
-        if self.power_w is not None:
-            parts.append(f"{self.power_w:.0f}W")
-        slow = [r for r in self.throttle if r in SLOWDOWN_REASONS]
-        if slow:
-            parts.append("throttle:" + ",".join(slow))
-        return " ".join(parts)
 
 
 def _import_nvml():
@@ -129,7 +78,7 @@ class GpuSampler:
     >>> with GpuSampler(0.5) as s:          # raises GpuUnavailable without a GPU / NVML
     ...     train()
     ...     print(s.latest()[0].short())
-    >>> s.summary()["gpus"][0]["util"]["verdict"]
+    >>> s.summary().gpus[0].util.verdict
     """
 
     def __init__(self, interval: float = 0.5, *, max_samples: int = 1_000_000, nvml=None):
@@ -295,8 +244,8 @@ class GpuSampler:
         """Seconds on the samples' clock (``GpuSample.t``), to mark a window such as compilation."""
         return time.monotonic() - self._t0
 
-    def summary(self, compiling: tuple[float, float] | None = None) -> dict:
-        """Per-GPU statistics over the kept samples; keys are what diagnose and report read."""
+    def summary(self, compiling: tuple[float, float] | None = None) -> GpuSummary:
+        """Per-GPU statistics over the kept samples."""
         devices = {d.index: (d.name, d.gpm_reason) for d in self._devices}
         return summarize_samples(self.samples(), self.interval, devices, compiling)
 
@@ -309,60 +258,11 @@ def start_sampler(interval: float) -> tuple[GpuSampler | None, str]:
         return None, str(e)
 
 
-def stop_sampler(sampler: GpuSampler | None, compiling: tuple[float, float] | None = None) -> dict | None:
+def stop_sampler(sampler: GpuSampler | None, compiling: tuple[float, float] | None = None) -> GpuSummary | None:
     if sampler is None:
         return None
     sampler.stop()
     return sampler.summary(compiling)
-
-
-def summarize_samples(samples: list[GpuSample], interval: float, devices: dict | None = None,
-                      compiling: tuple[float, float] | None = None) -> dict:
-    """Per-GPU statistics of ``samples`` (``devices``: {index: (name, why GPM is off)}). Samples
-    taken inside ``compiling`` (start and end, seconds on the samples' clock) are counted apart,
-    as compiling: a GPU waiting for the compiler is not an idle GPU, and is no part of the
-    training's utilisation either."""
-    devices = devices or {i: ("", "") for i in sorted({s.gpu for s in samples})}
-
-    def inside(s):
-        return compiling is not None and compiling[0] <= s.t <= compiling[1]
-    rest = [s for s in samples if not inside(s)]
-    gpus = [summarize_gpu([s for s in rest if s.gpu == i], index=i, name=name, gpm_reason=why)
-            for i, (name, why) in devices.items()]
-    out = {"interval_s": interval, "duration_s": samples[-1].t - samples[0].t if samples else 0.0, "gpus": gpus}
-    if compiling is not None:
-        util = [s.util for s in samples if inside(s) and s.util is not None]
-        out["compiling"] = {"from_s": compiling[0], "to_s": compiling[1], "seconds": compiling[1] - compiling[0],
-                            "samples": sum(map(inside, samples)), "util_mean": _mean(util)}
-    return out
-
-
-def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", gpm_reason: str = "") -> dict:
-    """Statistics of one GPU's samples (also used on samples read back from a CSV)."""
-    def vals(attr):
-        return [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
-
-    util, sm = summarize(vals("util")), summarize(vals("sm_active"))
-    n = len(samples) or 1
-    reasons = sorted({r for s in samples for r in s.throttle})
-    return {
-        "index": index, "name": name, "samples": len(samples),
-        "util": util.as_dict() if util else None,
-        "sm_active": sm.as_dict() if sm else None,
-        "sm_occupancy_mean": _mean(vals("sm_occupancy")),
-        "tensor_active_mean": _mean(vals("tensor_active")),
-        "gpm_reason": "" if sm else (gpm_reason or "no GPM samples yet"),
-        "mem_used_max_mib": max(vals("mem_used_mib"), default=None),
-        "mem_total_mib": max(vals("mem_total_mib"), default=None),
-        "power_mean_w": _mean(vals("power_w")),
-        "sm_clock_mean_mhz": _mean(vals("sm_clock_mhz")),
-        # share of samples (percent) in which each reason was active
-        "throttle_pct": {r: 100.0 * sum(r in s.throttle for s in samples) / n for r in reasons},
-    }
-
-
-def _mean(values: list[float]) -> float | None:
-    return fmean(values) if values else None
 
 
 def _throttle_mask(nv, h) -> int:
@@ -385,23 +285,3 @@ def _init_failure(e: Exception) -> str:
 
 def _reason(e: Exception) -> str:
     return (str(e) or type(e).__name__).rstrip(".")
-
-
-# ------------------------------------------------------------------------------------- CSV
-def write_csv(samples: list[GpuSample], path: str | Path) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[f.name for f in fields(GpuSample)])
-        w.writeheader()
-        for s in samples:
-            row = asdict(s)
-            row["throttle"] = "|".join(s.throttle)
-            w.writerow({k: "" if v is None else v for k, v in row.items()})
-
-
-def read_csv(path: str | Path) -> list[GpuSample]:
-    out = []
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            kw = {k: (float(v) if v != "" else None) for k, v in row.items() if k not in ("gpu", "throttle")}
-            out.append(GpuSample(gpu=int(row["gpu"]), throttle=tuple(filter(None, row["throttle"].split("|"))), **kw))
-    return out

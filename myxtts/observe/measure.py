@@ -12,6 +12,9 @@ what they report:
    the timer hooked into the step for its phases;
 4. FLOPs and MFU of the timed steps, when asked for.
 
+The device's memory figures (``train.memory``) count from the start of ``measure``: the
+batch-size probes before it are not part of the measured steps.
+
 A timed step, warm-up and time to full speed are defined once, in ``train.timers``. The batches
 are the run's own stream (``run.batches``: loader workers, prefetching, real waiting) or a
 ``FixedBatches``: one real batch per bucket shape, built on the device once, so that modes and
@@ -25,6 +28,7 @@ import time
 from myxtts.data.batch import Batch
 from myxtts.data.sampler import make_sampler, shape_plans
 from myxtts.observe.flops import count_step_flops, mfu
+from myxtts.train import memory
 from myxtts.train.batches import BucketBatches
 from myxtts.train.build import Run
 from myxtts.train.compile import compile_shapes, compiled_graphs
@@ -72,9 +76,10 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
     the FLOPs of the timed steps (one eager count per shape, after timing) and the MFU they make
     (``observe.flops``).
 
-    Returns ``StepTimer.summary()`` with the compile, warm-up, host-launch and loss figures
-    added; the losses of the warm-up steps are dropped."""
+    Returns ``StepTimer.summary()`` with the compile, warm-up, host-launch, memory and loss
+    figures added; the losses of the warm-up steps are dropped."""
     origin = time.perf_counter() if origin is None else origin
+    memory.reset(run.device)
     batches = batches if batches is not None else FixedBatches(run.cache, run.cfg, run.device)
     step, n = run.step_fn, len(run.shapes)
     g0 = compiled_graphs()
@@ -116,6 +121,8 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
            "recompiles_after_warmup": loop.recompiles - warm_recompiles,
            "host_ms_per_step": host_ms / summary["steps"] if summary["steps"] else None,
            "loss": window.get("loss"), "skipped_steps": window.get("skipped_steps")}
+    mem = memory.read_memory(run.device)
+    out["memory"] = mem.as_dict() if mem else None
     if flops:
         per_shape = {shape_key(k): count_step_flops(run.model, b, run.precision) for k, (_, b) in timed.items()}
         total = sum(per_shape[shape_key(k)] * c for k, (c, _) in timed.items())

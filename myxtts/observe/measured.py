@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from myxtts.observe.stats import IDLE_MEAN_PCT
+from myxtts.observe.gpu_summary import GpuStats, GpuSummary
+from myxtts.observe.stats import IDLE_MEAN_PCT, SeriesStats
+from myxtts.train.memory import DeviceMemory
 
 # The profiler's kernel-busy share and NVML's utilisation measure the same thing in two ways;
 # further apart than this, one of them counts something it should not (see GpuBusy).
@@ -73,14 +75,13 @@ class Measured:
     steps: int | None = None
     step_ms: float | None = None
     step_cov_pct: float | None = None
-    input_bound_pct: float | None = None
-    data_wait_pct: float | None = None
-    h2d_pct: float | None = None
+    input_bound_pct: float | None = None   # data wait, plus the exposed copy where a profile measured it
+    h2d_pct: float | None = None           # the exposed host-to-device copy (profile only)
     step_pct: float | None = None
     other_pct: float | None = None
     step_by_shape: dict = field(default_factory=dict)
     throughput: dict = field(default_factory=dict)  # frames_per_s, audio_s_per_s, samples_per_s
-    gpu: dict | None = None                # a GpuSampler.summary()
+    gpu: GpuSummary | None = None          # NVML (and GPM) sampled beside the steps
     # profiler
     gpu_busy_pct: float | None = None      # union of kernel intervals / step time
     kernels_per_step: float | None = None
@@ -92,7 +93,8 @@ class Measured:
     host_syncs_per_step: float | None = None
     padding_pct: float | None = None
     mfu_pct: float | None = None
-    mem_peak_pct: float | None = None
+    mem_peak_pct: float | None = None      # peak memory, % of capacity (train.memory: allocator reserved)
+    memory: DeviceMemory | None = None     # the allocator's figures behind it, retries and OOMs
     compile_s: float | None = None         # warm-up spent compiling, before the first timed step
     graphs_compiled: int | None = None     # graphs the step compiled before step 1 (1: one for every shape)
     cudagraph_skips: int | None = None     # CUDA graphs torch skipped (those steps ran without one)
@@ -108,6 +110,10 @@ class Measured:
         A summary without ``compile_s`` whose every step was the first of its batch shape (no
         step was timed after warm-up) spent its time compiling: the whole run is counted so."""
         compile_s, train_s = s.get("compile_s"), s.get("wall_seconds")
+        memory = DeviceMemory.from_dict(s.get("memory"))
+        # Summaries written before the allocator's figures were recorded have only NVML's.
+        gpu = GpuSummary.from_dict(s.get("gpu"))
+        mem_pct = memory.reserved_peak_pct if memory else nvml_memory_pct(gpu)
         nm = {}
         if (compile_s is None and settings.compile not in (None, "off") and s.get("step_ms") is None
                 and s.get("steps") is not None and s["steps"] <= (s.get("shapes_seen") or 0)):
@@ -115,40 +121,40 @@ class Measured:
             nm["compile"] = "every step was the first of its shape: the whole run was warm-up"
         return cls(settings=settings, steps=s.get("steps"), step_ms=s.get("step_ms"),
                    step_cov_pct=s.get("step_cov_pct"), input_bound_pct=s.get("input_bound_pct"),
-                   data_wait_pct=s.get("data_wait_pct"), h2d_pct=s.get("h2d_pct"),
+                   h2d_pct=s.get("h2d_pct"),
                    step_pct=s.get("compute_pct"), other_pct=s.get("other_pct"),
                    step_by_shape=s.get("step_by_shape") or {}, throughput=s.get("throughput") or {},
-                   gpu=s.get("gpu"),
+                   gpu=gpu,
                    recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
-                   padding_pct=s.get("padding_pct"), mem_peak_pct=nvml_memory_pct(s.get("gpu")),
+                   padding_pct=s.get("padding_pct"), mem_peak_pct=mem_pct, memory=memory,
                    compile_s=compile_s, train_s=train_s, graphs_compiled=s.get("graphs_compiled"),
                    cudagraph_skips=s.get("cudagraph_skips"), cudagraph_recordings=s.get("cudagraph_recordings"),
                    not_measured=nm)
 
     # ------------------------------------------------------------------------ derived figures
-    def _gpus(self, key: str) -> list[dict]:
-        return [g for g in (self.gpu or {}).get("gpus", []) if g.get(key)]
+    def _series(self, key: str) -> list[SeriesStats]:
+        return [getattr(g, key) for g in (self.gpu.gpus if self.gpu else []) if getattr(g, key)]
 
-    def _least_busy(self, key: str) -> dict | None:
+    def _least_busy(self, key: str) -> SeriesStats | None:
         """Among GPUs that work, the least busy (it sets the pace under DDP); GPUs idle beside
         busy ones are a finding of their own (``idle_gpus``), not the run's utilisation."""
-        gpus = self._gpus(key)
-        working = [g for g in gpus if g[key]["mean"] >= IDLE_MEAN_PCT] or gpus
-        return min((g[key] for g in working), key=lambda u: u["mean"], default=None)
+        series = self._series(key)
+        working = [u for u in series if u.mean >= IDLE_MEAN_PCT] or series
+        return min(working, key=lambda u: u.mean, default=None)
 
-    def util(self) -> dict | None:
+    def util(self) -> SeriesStats | None:
         """NVML utilization.gpu statistics of the run."""
         return self._least_busy("util")
 
-    def sm(self) -> dict | None:
+    def sm(self) -> SeriesStats | None:
         """GPM SM-activity statistics of the run."""
         return self._least_busy("sm_active")
 
-    def idle_gpus(self) -> tuple[list[dict], list[dict]]:
-        """(idle, busy) GPU summaries when some sampled GPUs idle while others work."""
-        gpus = self._gpus("util")
-        idle = [g for g in gpus if g["util"]["mean"] < IDLE_MEAN_PCT]
-        busy = [g for g in gpus if g["util"]["mean"] >= IDLE_MEAN_PCT]
+    def idle_gpus(self) -> tuple[list[GpuStats], list[GpuStats]]:
+        """(idle, busy) GPUs when some sampled GPUs idle while others work."""
+        gpus = [g for g in (self.gpu.gpus if self.gpu else []) if g.util]
+        idle = [g for g in gpus if g.util.mean < IDLE_MEAN_PCT]
+        busy = [g for g in gpus if g.util.mean >= IDLE_MEAN_PCT]
         return (idle, busy) if idle and busy else ([], [])
 
     def busy(self) -> GpuBusy | None:
@@ -158,16 +164,23 @@ class Measured:
         (an annotation range or a copy mistaken for one inflates the profile, never NVML)."""
         u, prof = self.util(), self.gpu_busy_pct
         if prof is None:
-            return GpuBusy(u["mean"], "NVML utilization.gpu mean") if u else None
-        if u is None or abs(prof - u["mean"]) <= BUSY_DISAGREE_PTS:
+            return GpuBusy(u.mean, "NVML utilization.gpu mean") if u else None
+        if u is None or abs(prof - u.mean) <= BUSY_DISAGREE_PTS:
             return GpuBusy(prof, "profiled kernel time / step time")
         sm = self.sm()
-        gpm = f", GPM SM active {sm['mean']:.0f} %" if sm else ""
-        return GpuBusy(u["mean"], "NVML utilization.gpu mean",
-                       f"the profile's kernel time says {prof:.0f} % busy and NVML says {u['mean']:.0f} %"
+        gpm = f", GPM SM active {sm.mean:.0f} %" if sm else ""
+        return GpuBusy(u.mean, "NVML utilization.gpu mean",
+                       f"the profile's kernel time says {prof:.0f} % busy and NVML says {u.mean:.0f} %"
                        f"{gpm}; they differ by more than {BUSY_DISAGREE_PTS:g} points, so the verdict uses "
                        "NVML, which the driver samples on its own while the profile depends on what it "
                        "counts as a kernel")
+
+    @property
+    def data_wait_pct(self) -> float | None:
+        """The part of input-bound % the loop spent blocked on the batch stream: all of it, less
+        the exposed copy where a profile measured one."""
+        ib = self.input_bound_pct
+        return None if ib is None else max(0.0, ib - (self.h2d_pct or 0.0))
 
     @property
     def step_label(self) -> str:
@@ -180,8 +193,9 @@ class Measured:
         return bool(self.compile_s) and self.step_ms is None
 
 
-def nvml_memory_pct(gpu: dict | None) -> float | None:
-    """Peak memory used on the busiest-memory GPU, % of its total, from a GpuSampler summary."""
-    pcts = [100.0 * g["mem_used_max_mib"] / g["mem_total_mib"] for g in (gpu or {}).get("gpus", [])
-            if g.get("mem_used_max_mib") is not None and g.get("mem_total_mib")]
+def nvml_memory_pct(gpu: GpuSummary | None) -> float | None:
+    """NVML's peak memory used on the busiest-memory GPU, % of its total, from a GpuSampler
+    summary: the peak memory of summaries that predate the allocator's figures."""
+    pcts = [100.0 * g.mem_used_max_mib / g.mem_total_mib for g in (gpu.gpus if gpu else [])
+            if g.mem_used_max_mib is not None and g.mem_total_mib]
     return max(pcts, default=None)

@@ -27,12 +27,14 @@ from torch.profiler import ProfilerActivity, record_function
 from myxtts.errors import UserError
 from myxtts.observe.diagnose import diagnose
 from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measure import measure
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
 from myxtts.train.build import build_run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.loop import Loop
+from myxtts.train.memory import read_memory
 from myxtts.train.precision import device_name, sync, usable_cpus
 
 PHASES = ("waiting for data", "host-to-device", "forward", "backward", "optimizer", "other")
@@ -197,7 +199,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             prof.step()
         sync(dev)
     step_fn.hooks.remove(ranges)
-    mem_peak = torch.cuda.max_memory_reserved(dev) if cuda else None
+    mem = read_memory(dev)  # since measure() started: its steps and the profiled pass
     trace = out / "trace.json"
     prof.export_chrome_trace(str(trace))
     dstats = _device_stats(prof, steps, step_ms) if cuda else {}
@@ -219,7 +221,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     wall = step_ms or 0.0
     h2d_ms = dstats.pop("h2d_exposed_ms", 0.0)
     phases = summ["phase_ms"]
-    rows = {"waiting for data": wall * (summ["data_wait_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
+    rows = {"waiting for data": wall * (summ["input_bound_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
             **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
     rows["other"] = max(0.0, wall - sum(rows.values()))
     pct = (lambda v: 100.0 * v / wall) if wall else (lambda v: None)
@@ -234,10 +236,10 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
               "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
     if cuda:
         record["h2d_pct"] = pct(h2d_ms)
-        record["input_bound_pct"] = (summ["data_wait_pct"] or 0.0) + record["h2d_pct"]
+        record["input_bound_pct"] = (summ["input_bound_pct"] or 0.0) + record["h2d_pct"]
         record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
         record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
-        record["mem_peak_pct"] = 100.0 * mem_peak / torch.cuda.get_device_properties(dev).total_memory
+        record["mem_peak_pct"] = mem.reserved_peak_pct if mem else None
         record.update(dstats)
     measured = measured_from_profile(record, gpu, {} if gpu else {"gpu": f"NVML not sampled: {nvml['why']}"})
     diag = diagnose(measured)
@@ -257,20 +259,23 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             "median_kernel_us": record.get("median_kernel_us"), "cpu_dispatch_pct": record.get("cpu_dispatch_pct"),
             "recompiles": recompiles, "host_syncs_per_step": syncs, "host_syncs_note": sync_note,
             "flops_per_step": summ["flops"] / max(summ["steps"], 1), **m, "throughput": summ["throughput"],
-            "gpu": gpu, "trace": str(trace), "report": str(report), "run": record, "diagnosis": diag.as_dict()}
+            "gpu": gpu.as_dict() if gpu else None, "trace": str(trace), "report": str(report), "run": record,
+            "diagnosis": diag.as_dict()}
 
 
 # The figures of ``StepTimer.summary()`` a profile's ``run`` record keeps.
-RUN_FIGURES = ("steps", "wall_s", "step_ms", "step_cov_pct", "input_bound_pct", "data_wait_pct",
-               "compute_pct", "other_pct", "step_by_shape", "throughput", "timing")
+RUN_FIGURES = ("steps", "wall_s", "step_ms", "step_cov_pct", "input_bound_pct", "compute_pct", "other_pct",
+               "step_by_shape", "throughput", "timing")
 
 
 # Keys of a profile's ``run`` record that are not diagnosis inputs, and those named differently.
-RECORD_ONLY = {"wall_s", "timing"}
+# Records written before input-bound % had one name also hold ``data_wait_pct``: the loop's own
+# wait, which ``Measured.data_wait_pct`` now derives from input-bound % and the exposed copy.
+RECORD_ONLY = {"wall_s", "timing", "data_wait_pct"}
 RENAMED = {"compute_pct": "step_pct"}
 
 
-def measured_from_profile(run: dict, gpu: dict | None = None, not_measured: dict | None = None) -> Measured:
+def measured_from_profile(run: dict, gpu: GpuSummary | None = None, not_measured: dict | None = None) -> Measured:
     """The diagnosis inputs of a profile's ``run`` record (as ``--json`` writes it), with the NVML
     summary sampled beside the timed pass. An unknown key is an error, not a figure dropped."""
     names = {f.name for f in fields(Settings)}

@@ -32,11 +32,11 @@ from myxtts.observe.diagnose import (
     LOW_MFU_PCT,
     PADDING_HIGH_PCT,
     PADDING_LOW_PCT,
-    Diagnosis,
     diagnose,
 )
+from myxtts.observe.findings import Diagnosis
 from myxtts.observe.format import fmt
-from myxtts.observe.gpu import SLOWDOWN_REASONS
+from myxtts.observe.gpu_summary import SLOWDOWN_REASONS, GpuStats
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 
@@ -88,12 +88,12 @@ def _findings(diag: Diagnosis) -> str:
 
 
 def _compiling(m: Measured) -> str:
-    comp = (m.gpu or {}).get("compiling")
+    comp = m.gpu.compiling if m.gpu else None
     if not comp:
         return ""
-    util = f", utilisation mean {comp['util_mean']:.0f} %" if comp.get("util_mean") is not None else ""
-    return (f"<p>Compiling the step took {comp['seconds']:.0f} s before the first training step "
-            f"({comp['samples']} samples{util}); those samples count as compiling, not in the statistics "
+    util = f", utilisation mean {comp.util_mean:.0f} %" if comp.util_mean is not None else ""
+    return (f"<p>Compiling the step took {comp.seconds:.0f} s before the first training step "
+            f"({comp.samples} samples{util}); those samples count as compiling, not in the statistics "
             "below.</p>")
 
 
@@ -113,28 +113,29 @@ def timeline_svg(samples: list) -> str:
     return svg.line_chart(series, hlines=[(LOW_UTIL_PCT, f"{LOW_UTIL_PCT:g} %")])
 
 
-def gpu_text(g: dict) -> list[str]:
+def gpu_text(g: GpuStats) -> list[str]:
     """One GPU of a sampler summary in words: utilisation and verdict, GPM, memory, power, clocks."""
-    u, sm = g["util"], g["sm_active"]
-    head = f"gpu{g['index']} {g['name']}"
+    u, sm = g.util, g.sm_active
+    head = f"gpu{g.index} {g.name}"
     if not u:
         return [f"{head}: utilisation not measured (NVML gave no utilisation samples)"]
-    lines = [f"{head}: utilisation {series_text(u)} -> {u['verdict'].upper()}"]
+    lines = [f"{head}: utilisation {series_text(u)} -> {u.verdict.upper()}"]
     if sm:
-        occ, tensor = g["sm_occupancy_mean"], g["tensor_active_mean"]
-        lines.append(f"SM active (GPM) mean {sm['mean']:.1f} %, p5 {sm['p5']:.0f} %"
+        occ, tensor = g.sm_occupancy_mean, g.tensor_active_mean
+        lines.append(f"SM active (GPM) mean {sm.mean:.1f} %, p5 {sm.p5:.0f} %"
                      + (f", occupancy {occ:.1f} %" if occ is not None else "")
                      + (f", tensor cores {tensor:.1f} %" if tensor is not None else ""))
     else:
-        lines.append(f"SM active (GPM): not measured ({g['gpm_reason']})")
+        lines.append(f"SM active (GPM): not measured ({g.gpm_reason})")
     extra = []
-    if g["mem_used_max_mib"] is not None:
-        extra.append(f"memory peak {g['mem_used_max_mib'] / 1024:.1f} / {g['mem_total_mib'] / 1024:.1f} GiB")
-    if g["power_mean_w"] is not None:
-        extra.append(f"power mean {g['power_mean_w']:.0f} W")
-    if g["sm_clock_mean_mhz"] is not None:
-        extra.append(f"SM clock mean {g['sm_clock_mean_mhz']:.0f} MHz")
-    slow = {r: p for r, p in g["throttle_pct"].items() if r in SLOWDOWN_REASONS}
+    if g.mem_used_max_mib is not None:
+        # NVML's figure, the CUDA context and other processes included: not the run's peak memory
+        extra.append(f"memory used at most {g.mem_used_max_mib / 1024:.1f} / {g.mem_total_mib / 1024:.1f} GiB (NVML)")
+    if g.power_mean_w is not None:
+        extra.append(f"power mean {g.power_mean_w:.0f} W")
+    if g.sm_clock_mean_mhz is not None:
+        extra.append(f"SM clock mean {g.sm_clock_mean_mhz:.0f} MHz")
+    slow = {r: p for r, p in g.throttle_pct.items() if r in SLOWDOWN_REASONS}
     extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
     return [*lines, "; ".join(extra)]
 
@@ -145,10 +146,10 @@ def _gpu_timeline(p: _Page) -> str:
         body = _compiling(m) + p.nm("gpu-timeline", "no GPU samples were recorded")
         u = m.util()  # statistics without their samples are still honest
         if u:
-            body += f"<p>Utilisation, samples not kept: {series_text(u)}: <b>{escape(u['verdict'])}</b>.</p>"
+            body += f"<p>Utilisation, samples not kept: {series_text(u)}: <b>{escape(u.verdict)}</b>.</p>"
         return body
     body = timeline_svg(samples) + _compiling(m)
-    gpus = (m.gpu or {}).get("gpus", [])
+    gpus = m.gpu.gpus if m.gpu else []
     if gpus:
         body += "<ul>" + "".join("<li>" + "<br>".join(map(escape, gpu_text(g))) + "</li>" for g in gpus) + "</ul>"
     return body + f'<p class="small">Verdict thresholds: {escape(thresholds_text())}.</p>'

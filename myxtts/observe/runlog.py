@@ -10,9 +10,11 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
-from myxtts.observe.diagnose import Diagnosis, diagnose
+from myxtts.observe.diagnose import diagnose
+from myxtts.observe.findings import Diagnosis
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu import start_sampler, stop_sampler
+from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
 from myxtts.train.log import TrainLog
@@ -88,7 +90,7 @@ class RunLog(TrainLog):
         gpu = stop_sampler(self._gpu, tuple(self._compile) if self._compile else None)
         self._gpu = None
         if gpu is not None:
-            summary["gpu"] = gpu
+            summary["gpu"] = gpu.as_dict()
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
@@ -101,8 +103,9 @@ class RunLog(TrainLog):
 
 def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measured, Diagnosis]:
     """The figures of a run's summary as diagnosis inputs, and the diagnosis."""
-    gpus = (summary.get("gpu") or {}).get("gpus") or [{}]
-    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=gpus[0].get("name", ""),
+    gpu = GpuSummary.from_dict(summary.get("gpu"))
+    name = gpu.gpus[0].name if gpu and gpu.gpus else ""
+    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=name,
                                     compile=summary.get("compile"), world_size=summary.get("world_size", 1))
     if summary.get("frame_budget"):  # what data.frame_budget=auto chose: the budget the run trained with
         settings = dataclasses.replace(settings, frame_budget=summary["frame_budget"])
@@ -125,22 +128,19 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
         gpu = (f"GPU: the run compiled its step for {m.compile_s:.0f} s and trained no step after it; "
                "the GPU waits for the compiler meanwhile")
     elif u:
-        gpm = f"; GPM SM active {sm['mean']:.0f} %" if sm else ""
-        gpu = f"GPU busy {u['mean']:.0f} % of the training time (NVML utilisation{gpm}), {u['verdict']}"
+        gpm = f"; GPM SM active {sm.mean:.0f} %" if sm else ""
+        gpu = f"GPU busy {u.mean:.0f} % of the training time (NVML utilisation{gpm}), {u.verdict}"
     else:
         gpu = "GPU busy: " + m.not_measured.get("gpu", "not measured")
-    compiling = (m.gpu or {}).get("compiling")
+    compiling = m.gpu.compiling if m.gpu else None
     if compiling:
-        gpu += f"; {compiling['samples']} samples taken while compiling counted apart"
+        gpu += f"; {compiling.samples} samples taken while compiling counted apart"
     lines.append(f"  {gpu}")
     t = m.throughput
     lines.append(f"  step {fmt(m.step_ms)} ms (CoV {fmt(m.step_cov_pct)} %) | "
                  f"{fmt(t.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
                  f"{fmt(t.get('audio_s_per_s'), '{:,.1f}')} s of audio/s | input-bound {fmt(m.input_bound_pct)} %")
-    mem = ""
-    if s.get("peak_memory_gib") is not None:
-        mem = f"; peak memory {s['peak_memory_gib']:.1f} GiB" + (
-            f" ({m.mem_peak_pct:.0f} % of the GPU by NVML)" if m.mem_peak_pct is not None else "")
+    mem = f"; {m.memory.text()}" if m.memory is not None else ""
     lines.append(f"  {fmt(m.n_shapes, '{}', '0')} batch shapes, padding {fmt(m.padding_pct)} %, "
                  f"recompiles after warm-up: {fmt(m.recompiles, '{}', '0')}{mem}")
     lines.append(f"verdict: {diag.headline()}")

@@ -26,7 +26,7 @@ Verdicts, checked in this order (the first that matches wins):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,10 +46,10 @@ def thresholds_text() -> str:
             f"below {LOW_UTIL_PCT:g} %; steady: otherwise")
 
 
-def series_text(u: dict) -> str:
-    """A ``SeriesStats.as_dict()`` in words, as monitor, report and diagnosis print it."""
-    return (f"mean {u['mean']:.1f} %, p5 {u['p5']:.0f} %, median {u['median']:.0f} %, CoV {u['cov_pct']:.1f} %, "
-            f"below {LOW_UTIL_PCT:g} % for {u['below50_pct']:.0f} % of the time")
+def series_text(u: SeriesStats) -> str:
+    """A series' statistics in words, as monitor, report and diagnosis print them."""
+    return (f"mean {u.mean:.1f} %, p5 {u.p5:.0f} %, median {u.median:.0f} %, CoV {u.cov_pct:.1f} %, "
+            f"below {LOW_UTIL_PCT:g} % for {u.below50_pct:.0f} % of the time")
 
 
 @dataclass
@@ -64,9 +64,6 @@ class SeriesStats:
     cov_pct: float        # std / mean * 100; 0 when the mean is 0
     below50_pct: float    # share of samples below LOW_UTIL_PCT
     verdict: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _verdict(mean: float, std: float, cov: float, below50_pct: float) -> str:

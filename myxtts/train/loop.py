@@ -23,6 +23,7 @@ from myxtts.config import MIN_FRAME_BUDGET, MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
+from myxtts.train import memory
 from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.timers import StepTimer
@@ -153,6 +154,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     stopper = StopRequested()
     stopped = None
     t_start = time.perf_counter()
+    memory.reset(run.device)  # the run's own figures: not the batch-size probes' deliberate OOMs
     log.training_started()
     # Host reads happen on logging steps, plus one scalar every max_nonfinite steps so a run
     # of non-finite steps is caught in time even when logging is sparse.
@@ -194,8 +196,9 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     finally:
         stopper.restore()
     summary = timer.summary()
-    if run.device.type == "cuda":
-        summary["peak_memory_gib"] = torch.cuda.max_memory_allocated(run.device) / 2**30
+    mem = memory.read_memory(run.device)
+    if mem is not None:
+        summary["memory"] = mem.as_dict()
     summary.update(stage=run.stage, steps=loop.state.step, stopped=stopped,
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),

@@ -324,7 +324,6 @@ class StepTimer:
             "step_ms": acc.wall.mean if acc.steps else None,
             "step_cov_pct": acc.wall.cov_pct,
             "input_bound_pct": ib,
-            "data_wait_pct": ib,
             "compute_pct": comp,
             "other_pct": None if ib is None else max(0.0, 100.0 - ib - comp),
             "phase_ms": {k: v / acc.steps for k, v in acc.phase_ms.items()} if acc.steps else {},

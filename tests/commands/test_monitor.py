@@ -5,7 +5,8 @@ import argparse
 import pytest
 
 from myxtts.commands import monitor
-from myxtts.observe.gpu import GpuSampler, read_csv
+from myxtts.observe.gpu import GpuSampler
+from myxtts.observe.gpu_summary import read_csv
 from tests.observe.fake_nvml import FakeNvml
 
 

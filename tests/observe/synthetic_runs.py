@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from myxtts.observe.gpu import GpuSample, summarize_samples
+from myxtts.observe.gpu_summary import GpuSample, summarize_samples
 from myxtts.observe.measured import Measured, Settings
 
 SETTINGS = Settings(device="cuda:0", device_name="NVIDIA H100 80GB HBM3", bf16_supported=True, cpu_count=16,
@@ -37,7 +37,7 @@ def compute_bound():
     """97 % busy, kernels of a quarter millisecond, the loader idle: the GPU itself is the limit."""
     rng = np.random.default_rng(0)
     m = Measured(settings=SETTINGS, gpu=gpu_summary(97 + rng.normal(0, 1.5, 240)), input_bound_pct=0.4,
-                 data_wait_pct=0.3, h2d_pct=0.1, step_pct=98.5, other_pct=1.1, gpu_busy_pct=96.0,
+                 h2d_pct=0.1, step_pct=98.5, other_pct=1.1, gpu_busy_pct=96.0,
                  kernels_per_step=420, median_kernel_us=250.0, cpu_dispatch_pct=35.0, recompiles=0,
                  padding_pct=6.0, mfu_pct=45.0, mem_peak_pct=40.0, step_by_shape=_shapes(), step_ms=115.0,
                  step_cov_pct=5.0, steps=380)
@@ -48,7 +48,7 @@ def oscillating():
     """2-40 % swings: shapes not fixed, the step recompiles again and again."""
     rng = np.random.default_rng(1)
     m = Measured(settings=SETTINGS, gpu=gpu_summary(rng.uniform(2, 40, 240)), input_bound_pct=3.0,
-                 data_wait_pct=3.0, h2d_pct=0.0, recompiles=40, n_shapes=57, padding_pct=4.0,
+                 h2d_pct=0.0, recompiles=40, n_shapes=57, padding_pct=4.0,
                  step_by_shape=_shapes(cov_pct=60.0), steps=300)
     return m, "oscillating", "launch-bound", "recompiles", "data.max_buckets=4"
 
@@ -56,7 +56,7 @@ def oscillating():
 def input_bound():
     rng = np.random.default_rng(2)
     m = Measured(settings=SETTINGS, gpu=gpu_summary(30 + rng.normal(0, 3, 240)), input_bound_pct=55.0,
-                 data_wait_pct=54.0, h2d_pct=1.0, step_pct=44.0, recompiles=0, padding_pct=5.0,
+                 h2d_pct=1.0, step_pct=44.0, recompiles=0, padding_pct=5.0,
                  step_by_shape=_shapes(), steps=300)
     return m, "starved", "input-bound", "input-workers", "data.num_workers=6"
 
@@ -64,7 +64,7 @@ def input_bound():
 def launch_bound():
     rng = np.random.default_rng(3)
     m = Measured(settings=SETTINGS, gpu=gpu_summary(42 + rng.normal(0, 3, 240)), input_bound_pct=0.8,
-                 data_wait_pct=0.8, h2d_pct=0.0, gpu_busy_pct=38.0, kernels_per_step=3500, median_kernel_us=7.0,
+                 h2d_pct=0.0, gpu_busy_pct=38.0, kernels_per_step=3500, median_kernel_us=7.0,
                  cpu_dispatch_pct=85.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
     return m, "starved", "launch-bound", "launch", "train.compile=cudagraphs"
 
@@ -79,7 +79,7 @@ def data_gpu_idle_model_gpu_busy():
     rng = np.random.default_rng(5)
     samples = [GpuSample(t=i * 0.5, gpu=g, util=float(u), mem_used_mib=30000.0, mem_total_mib=81559.0)
                for i in range(240) for g, u in ((0, rng.uniform(0, 2)), (1, 96 + rng.normal(0, 1.5)))]
-    m = Measured(settings=SETTINGS, gpu=summarize_samples(samples, 0.5), input_bound_pct=0.5, data_wait_pct=0.5,
+    m = Measured(settings=SETTINGS, gpu=summarize_samples(samples, 0.5), input_bound_pct=0.5,
                  h2d_pct=0.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
     return m, "steady", "compute-bound", "idle-gpus", "torchrun --nproc_per_node=2"
 

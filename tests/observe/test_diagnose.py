@@ -3,7 +3,9 @@ import dataclasses
 import pytest
 
 from myxtts.config import Config
-from myxtts.observe.diagnose import BUDGET_STEP, MEMORY_FILL_PCT, SEVERITIES, budget_to_fill, classify, diagnose
+from myxtts.observe.diagnose import BUDGET_STEP, MEMORY_FILL_PCT, budget_to_fill, classify, diagnose
+from myxtts.observe.findings import SEVERITIES
+from myxtts.observe.gpu_summary import GpuStats, GpuSummary
 from myxtts.observe.measured import BUSY_DISAGREE_PTS, Measured, Settings
 from myxtts.observe.stats import summarize
 
@@ -19,7 +21,7 @@ def with_settings(**kw) -> Settings:
 @pytest.mark.parametrize("build", runs.ALL, ids=lambda f: f.__name__)
 def test_synthetic_runs_get_the_known_answer(build):
     m, verdict, bound, top_rule, action = build()
-    assert m.util()["verdict"] == verdict
+    assert m.util().verdict == verdict
     d = diagnose(m)
     assert d.bound == bound, d.text()
     assert d.top.rule == top_rule, d.text()
@@ -128,7 +130,7 @@ def test_other_input_causes():
     base = Measured(settings=S, input_bound_pct=30.0)
     assert "data.on_the_fly=false" in diagnose(
         dataclasses.replace(base, settings=with_settings(on_the_fly=True))).top.action
-    d = diagnose(dataclasses.replace(base, settings=with_settings(pin_memory=False), data_wait_pct=5.0, h2d_pct=25.0))
+    d = diagnose(dataclasses.replace(base, settings=with_settings(pin_memory=False), h2d_pct=25.0))
     assert d.top.rule == "input-h2d" and "`data.pin_memory=true`" in d.top.action
     d = diagnose(dataclasses.replace(base, settings=with_settings(num_workers=15, cpu_count=16)))
     assert d.top.rule == "input-tune" and "myxtts tune" in d.top.action
@@ -160,9 +162,8 @@ def test_cpu_device_and_config_settings():
 
 
 def test_gpu_summary_input_uses_the_least_busy_working_gpu():
-    m = Measured(input_bound_pct=0.5, gpu={"gpus": [
-        {"index": 0, "util": summarize([97] * 10).as_dict(), "throttle_pct": {}},
-        {"index": 1, "util": summarize([60] * 10).as_dict(), "throttle_pct": {}}]})
+    m = Measured(input_bound_pct=0.5, gpu=GpuSummary(0.5, 5.0, [
+        GpuStats(index=0, util=summarize([97] * 10)), GpuStats(index=1, util=summarize([60] * 10))]))
     assert classify(m)[0] == "launch-bound"
 
 

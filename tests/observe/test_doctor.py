@@ -8,6 +8,7 @@ from myxtts.cli import main
 from myxtts.config import load
 from myxtts.observe import doctor as D
 from myxtts.observe import loaders
+from myxtts.observe import machine as M
 from myxtts.observe.diagnose import budget_to_fill
 from myxtts.observe.measured import Measured, Settings
 
@@ -67,11 +68,11 @@ def test_doctor_flags_a_frame_budget_that_leaves_gpu_memory_unused(observe_cache
     # A CUDA machine, injected: the environment check finds an 80 GB GPU and the step test's
     # largest batch peaks at `peak_pct` of it (7 % is what the base preset used on the H100).
     def environment(doc, cfg):
-        doc.m.update(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
+        doc.note(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
         return torch.device("cuda", 0)
 
     def step_test(doc, cfg, data):
-        doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=peak_pct)
+        doc.note(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=peak_pct)
         return {"step_ms": 90.0, "frames_per_s": 1e5}
 
     monkeypatch.setattr(D, "environment", environment)
@@ -97,14 +98,14 @@ def test_doctor_judges_the_budget_auto_resolves_to(observe_cache, monkeypatch): 
     from myxtts.train.sizing import with_budget
 
     def environment(doc, cfg):
-        doc.m.update(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
+        doc.note(device_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30, bf16_supported=True)
         return torch.device("cuda", 0)
 
     seen = {}
 
     def step_test(doc, cfg, data):
         seen["budget"] = cfg.data.frame_budget
-        doc.m.update(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=7.2)
+        doc.note(step_ms=90.0, loss=3.2, host_syncs_per_step=0, mem_peak_pct=7.2)
         return {"step_ms": 90.0, "frames_per_s": 1e5}
 
     def size_batches(cfg, data, device, info, probe):
@@ -129,17 +130,17 @@ def test_a_gpu_whose_triton_cannot_build_the_aligner_is_told_the_way_around():
     def broken(dev):
         return "CompilationError: at 41:8: unsupported"
 
-    doc = D.Doc()
-    D.aligner_kernels(doc, load("tiny"), cuda, check=broken)  # the default model
+    doc = M.Doc()
+    M.aligner_kernels(doc, load("tiny"), cuda, check=broken)  # the default model
     (f,) = doc.findings
     assert f.severity == "high" and "train.aligner_on_host=true" in f.action and "41:8" in f.evidence
     assert [c["status"] for c in doc.checks if c["name"] == "aligner kernels"] == ["fail"]
     for cfg in (load("tiny", ["train.aligner_on_host=true"]), load("tiny", ["model.decoder=autoregressive"])):
-        doc = D.Doc()
-        D.aligner_kernels(doc, cfg, cuda, check=broken)
+        doc = M.Doc()
+        M.aligner_kernels(doc, cfg, cuda, check=broken)
         assert not doc.findings  # the way around taken, or a model without the aligner
-    doc = D.Doc()
-    D.aligner_kernels(doc, load("tiny"), cuda, check=lambda dev: None)
+    doc = M.Doc()
+    M.aligner_kernels(doc, load("tiny"), cuda, check=lambda dev: None)
     assert not doc.findings and doc.checks[0]["status"] == "ok"
 
 
@@ -150,7 +151,15 @@ def test_a_torch_outside_the_supported_range_is_named(monkeypatch):
     assert spec and torch_in_range(torch.__version__, spec)  # the installed package's own range
     assert not torch_in_range("2.10.1", spec) and torch_in_range("2.11.0+cu130", spec)
     monkeypatch.setattr(torch, "__version__", "2.10.1+cpu")
-    doc = D.Doc()
-    D.environment(doc, load("tiny"))
+    doc = M.Doc()
+    M.environment(doc, load("tiny"))
     f = next(f for f in doc.findings if f.rule == "env-torch-range")
     assert "2.10.1" in f.evidence and spec in f.action
+
+
+def test_the_doctors_figures_are_typed():
+    doc = M.Doc()
+    doc.note(step_ms=90.0, mem_peak_pct=7.2)
+    assert (doc.figures.step_ms, doc.figures.mem_peak_pct, doc.figures.loss) == (90.0, 7.2, None)
+    with pytest.raises(TypeError):
+        doc.note(step_msec=90.0)  # a misspelt figure fails where it is written, not in the diagnosis

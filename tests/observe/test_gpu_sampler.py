@@ -1,12 +1,14 @@
+import json
 import time
 
 import pytest
 
 from myxtts.errors import UserError
-from myxtts.observe.gpu import (
+from myxtts.observe.gpu import GpuSampler, GpuUnavailable
+from myxtts.observe.gpu_summary import (
+    CompileWindow,
     GpuSample,
-    GpuSampler,
-    GpuUnavailable,
+    GpuSummary,
     decode_throttle,
     read_csv,
     summarize_gpu,
@@ -39,12 +41,13 @@ def test_sampler_reads_every_gpu_and_summarises(monkeypatch):
     assert nv.calls["shutdown"] == 1 and nv.calls["gpm_free"] == 4
     assert "gpu0 95%" in line and "sm 70%" in line and "throttle:sw_power_cap" in line
     summ = s.summary()
-    g0, g1 = summ["gpus"]
-    assert g0["name"] == "Fake H100" and g0["util"]["verdict"] == "steady"
-    assert g1["util"]["verdict"] == "starved"
-    assert g0["sm_active"]["mean"] == 70.0 and g0["sm_occupancy_mean"] == 40.0 and g0["tensor_active_mean"] == 55.0
-    assert g0["mem_total_mib"] == 80 * 1024 and g0["power_mean_w"] == 650.0
-    assert g0["throttle_pct"] == {"sw_power_cap": 100.0}
+    g0, g1 = summ.gpus
+    assert g0.name == "Fake H100" and g0.util.verdict == "steady"
+    assert g1.util.verdict == "starved"
+    assert g0.sm_active.mean == 70.0 and g0.sm_occupancy_mean == 40.0 and g0.tensor_active_mean == 55.0
+    assert g0.mem_total_mib == 80 * 1024 and g0.power_mean_w == 650.0
+    assert g0.throttle_pct == {"sw_power_cap": 100.0}
+    assert GpuSummary.from_dict(json.loads(json.dumps(summ.as_dict()))) == summ  # summary.json and back
 
 
 def test_unsupported_fields_fail_soft_and_are_not_asked_again(monkeypatch):
@@ -53,9 +56,9 @@ def test_unsupported_fields_fail_soft_and_are_not_asked_again(monkeypatch):
     with GpuSampler(0.1, nvml=nv) as s:
         _wait_for(s, 4)
     assert nv.calls["power"] == 1
-    g = s.summary()["gpus"][0]
-    assert g["power_mean_w"] is None and g["sm_active"] is None
-    assert "GPM" in g["gpm_reason"] and g["util"]["mean"] == 95.0
+    g = s.summary().gpus[0]
+    assert g.power_mean_w is None and g.sm_active is None
+    assert "GPM" in g.gpm_reason and g.util.mean == 95.0
 
 
 def test_no_library_raises_one_sentence():
@@ -89,7 +92,7 @@ def test_csv_round_trip(tmp_path, monkeypatch):
     write_csv(samples, tmp_path / "g.csv")
     back = read_csv(tmp_path / "g.csv")
     assert back == samples
-    assert summarize_gpu(back)["util"] == s.summary()["gpus"][0]["util"]
+    assert summarize_gpu(back).util == s.summary().gpus[0].util
 
 
 def test_the_memory_cap_keeps_the_newest_samples(monkeypatch):
@@ -108,8 +111,8 @@ def test_samples_inside_the_compile_window_are_counted_apart():
     # not oscillating, and the compile window is summarised on its own.
     samples = [GpuSample(t=float(t), gpu=0, util=0.0 if t < 100 else 95.0 + (t % 3)) for t in range(200)]
     whole = summarize_samples(samples, 1.0)
-    assert whole["gpus"][0]["util"]["verdict"] == "oscillating" and "compiling" not in whole
+    assert whole.gpus[0].util.verdict == "oscillating" and whole.compiling is None
     split = summarize_samples(samples, 1.0, compiling=(0.0, 99.5))
-    g = split["gpus"][0]
-    assert g["util"]["verdict"] == "steady" and g["util"]["n"] == 100
-    assert split["compiling"] == {"from_s": 0.0, "to_s": 99.5, "seconds": 99.5, "samples": 100, "util_mean": 0.0}
+    g = split.gpus[0]
+    assert g.util.verdict == "steady" and g.util.n == 100
+    assert split.compiling == CompileWindow(from_s=0.0, to_s=99.5, seconds=99.5, samples=100, util_mean=0.0)

@@ -1,6 +1,7 @@
 """The real traces of the first H100 run (tests/fixtures/h100-2026-11-23, see its README),
 diagnosed by the code `myxtts profile` and the trainer's log run: each must name the right cause."""
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -8,9 +9,11 @@ import pytest
 from myxtts.commands.profile import text as profile_text
 from myxtts.config import load
 from myxtts.observe.diagnose import diagnose
-from myxtts.observe.gpu import GpuSampler, _Device, read_csv, summarize_samples
+from myxtts.observe.gpu import GpuSampler, _Device
+from myxtts.observe.gpu_summary import read_csv, summarize_samples
 from myxtts.observe.profile import measured_from_profile
 from myxtts.observe.runlog import RunLog, run_diagnosis, where_the_time_went
+from myxtts.train.memory import DeviceMemory
 
 H100 = Path(__file__).parents[1] / "fixtures" / "h100-2026-11-23"
 
@@ -57,7 +60,7 @@ def test_profile_command_prints_the_new_verdict_for_the_real_trace():
     rec = _json("profile_eager_base.json")
     gpu = _monitor("eager-base-monitor.csv")
     m = measured_from_profile(rec["run"], gpu)
-    rec.update(gpu=gpu, diagnosis=diagnose(m).as_dict())
+    rec.update(gpu=gpu.as_dict(), diagnosis=diagnose(m).as_dict())
     out = profile_text(rec)
     assert "verdict: launch-bound: the GPU is busy 28 % of the time" in out
     assert "NVML utilisation beside the timed steps: mean 28 %" in out and "GPM SM active 18 %" in out
@@ -77,6 +80,17 @@ def test_eager_training_summary_in_words_is_launch_bound_and_has_no_raw_json():
     assert "{" not in text  # the figures go to summary.json and the report, not to the console
 
 
+def test_the_closing_summary_gives_peak_memory_with_the_allocators_retries_and_ooms():
+    s = _json("eager-base-summary.json")
+    m, d = run_diagnosis(s, _eager_cfg())
+    assert "peak memory" not in where_the_time_went(s, m, d)  # its peak_memory_gib was the allocated peak
+    s["memory"] = asdict(DeviceMemory(capacity_gib=79.1, reserved_peak_gib=6.2, reserved_peak_pct=7.8,
+                                      active_peak_gib=5.1, alloc_retries=2, ooms=0))
+    m, d = run_diagnosis(s, _eager_cfg())
+    assert ("peak memory 6.2 GiB (8 % of 79.1 GiB reserved by the allocator), 2 allocator retries, 0 OOMs"
+            in where_the_time_went(s, m, d)) and m.mem_peak_pct == 7.8
+
+
 def test_training_diagnosis_reads_the_budget_the_run_trained_with():
     # data.frame_budget=auto: the run's summary names the budget sizing chose, and a suggested
     # larger budget must scale that one, not data.base_frame_budget.
@@ -91,7 +105,7 @@ def test_training_diagnosis_reads_the_budget_the_run_trained_with():
 
 def test_compile_default_run_is_compiling_not_idle():
     s = _json("compile-default-base-summary.json")
-    s["gpu"] = _monitor("compile-default-base-monitor.csv")
+    s["gpu"] = _monitor("compile-default-base-monitor.csv").as_dict()
     m, d = run_diagnosis(s, load("base"))
     assert d.bound == "compiling", d.text()
     assert "not idle" in d.reason and "idle" not in {f.rule for f in d.findings}

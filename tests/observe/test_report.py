@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from myxtts.observe.diagnose import Diagnosis, Finding
-from myxtts.observe.gpu import GpuSample, summarize_samples
+from myxtts.observe.findings import Diagnosis, Finding
+from myxtts.observe.gpu_summary import GpuSample, summarize_samples
 from myxtts.observe.measured import Measured
 from myxtts.observe.report import render, write_report
 

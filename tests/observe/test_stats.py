@@ -41,4 +41,4 @@ def test_thresholds_are_stated_from_the_constants():
     text = thresholds_text()
     for c in (stats.IDLE_MEAN_PCT, stats.OSCILLATING_COV_PCT, stats.OSCILLATING_MIN_STD, stats.STARVED_MEAN_PCT):
         assert f"{c:g}" in text
-    assert series_text(summarize([95, 45] * 2).as_dict()).endswith("below 50 % for 50 % of the time")
+    assert series_text(summarize([95, 45] * 2)).endswith("below 50 % for 50 % of the time")
