@@ -114,20 +114,22 @@ class XTTS(nn.Module):
     # ------------------------------------------------------------------------ inference
     @torch.no_grad()
     def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
-                 stop_threshold=None, generator: torch.Generator | None = None):
+                 stop_threshold=None, generator: torch.Generator | None = None, speed: float = 1.0):
         """Synthesis of a batch of sentences, each ending on its own: on its stop token
         (autoregressive, KV-cached; a stop counts only once the sentence's alignment has reached
         mel_decoder.MIN_PROGRESS of its text) or after its predicted durations. → mels (B, T, M)
         raw log-mel (silence past each length), mel_lens (B,), attn (B, T/r, Tt). Deterministic
         for a given ``generator`` state (it drives the always-on pre-net dropout; other dropout
         is off here). ``ref_lens == 0`` → neutral voice. A sentence longer than ``max_steps``
-        decoder steps is cut there (its length says so)."""
+        decoder steps is cut there (its length says so). ``speed`` divides the duration decoder's
+        predicted durations (faster speech); only that decoder takes one other than 1."""
         was_training = self.training
         self.eval()
         try:
             memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)  # (B, Tt+K, d)
+            pace = {"speed": speed} if speed != 1.0 else {}
             return self.decoder.generate(
                 memory, mask, token_lens, tokens.shape[1], max_steps or self.cfg.max_decoder_steps,
-                self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator)
+                self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator, **pace)
         finally:
             self.train(was_training)
