@@ -67,6 +67,8 @@ def run(args) -> int:
         + (" (API key required)" if api_key else "") + "; Ctrl-C stops")
     try:
         serve_forever(app, args.host, args.port, extra)
+    except KeyboardInterrupt:  # uvicorn stops on Ctrl-C, then raises it again: for a server, the way to stop
+        pass
     finally:
         engine.stop()
     err("myxtts serve: stopped")

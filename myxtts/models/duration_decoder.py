@@ -130,8 +130,10 @@ class DurationDecoder(nn.Module):
         nothing here stops or samples."""
         text, latents = memory[:, :n_text], memory[:, n_text:]
         token_mask = mem_mask[:, :n_text]  # (B, Tt)
-        frames = (torch.expm1(self.log_durations(text, latents, token_mask)) / speed).round()
-        dur = frames.clamp(min=1).long() * token_mask  # (B, Tt): every token spoken
+        frames = torch.expm1(self.log_durations(text, latents, token_mask)).round().clamp(min=1)
+        if speed != 1.0:  # every token spoken at least a frame, then scaled (and still a frame)
+            frames = (frames / speed).round().clamp(min=1)
+        dur = frames.long() * token_mask  # (B, Tt): every token spoken
         lens = dur.sum(dim=1).clamp(max=max_steps * self.r)  # (B,)
         n = -(-int(lens.max()) // self.r) * self.r  # one host sync per batch
         align = durations_to_alignment(dur, n)  # (B, T, Tt)

@@ -131,5 +131,10 @@ class Handler(AsyncEventHandler):
 
 
 async def serve(uri: str, engine: Engine, voices, language: str) -> None:
+    """Serve until cancelled. ``start``, not ``run``: the HTTP server owns the signals."""
     server = AsyncServer.from_uri(uri)
-    await server.run(lambda reader, writer: Handler(engine, voices, language, reader, writer))
+    await server.start(lambda reader, writer: Handler(engine, voices, language, reader, writer))
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
