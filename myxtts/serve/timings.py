@@ -46,7 +46,7 @@ def words(sentence: str, symbols: list[str], attn: np.ndarray, n_frames: int, r:
             if cur:
                 groups.append(cur)
             cur = []
-        elif any(c.isalpha() for c in sym):  # punctuation (a pause) belongs to no word
+        elif sym.isalpha():  # punctuation (a pause) and <eos> belong to no word
             cur.append(k)
     if cur:
         groups.append(cur)

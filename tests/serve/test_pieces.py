@@ -1,0 +1,61 @@
+"""Pieces join into the whole; word times follow the alignment; formats are what they say."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import soundfile as sf
+import torch
+
+from myxtts.config import load
+from myxtts.models.vocoder import build_generator
+from myxtts.serve import encode, pieces, timings
+from myxtts.vocode import MelToWave
+
+
+def test_pieces_vocoded_with_context_are_the_whole_sentence_exactly():
+    cfg = load("tiny")
+    torch.manual_seed(0)
+    to_wave = MelToWave(cfg.audio, build_generator(cfg).eval(), "vocoder")
+    mel = torch.randn(250, cfg.audio.n_mels) - 5  # (T, M)
+    parts = list(pieces.pieces(mel, to_wave, cfg.audio.hop_length))
+    assert len(parts) >= 3 and parts[0].size < parts[1].size  # a short first piece
+    whole = to_wave(mel)
+    joined = np.concatenate(parts)
+    assert joined.size == whole.size == 250 * cfg.audio.hop_length
+    assert np.abs(joined - whole).max() < 1e-5 * np.abs(whole).max() + 1e-7  # no seam to click on
+
+
+def test_griffin_lim_pieces_are_cross_faded_to_the_right_length():
+    cfg = load("tiny")
+    mel = torch.randn(60, cfg.audio.n_mels) - 5
+    parts = list(pieces.pieces(mel, MelToWave(cfg.audio), cfg.audio.hop_length, first=16, rest=20))
+    assert sum(p.size for p in parts) == 60 * cfg.audio.hop_length and len(parts) == 4
+
+
+def test_word_times_follow_the_durations():
+    # tokens: "h i _ y o u . <eos>"; durations 2, 2, 2, 4, 4, 2, 2, 2 frames, r = 2 → steps
+    durations = [2, 2, 2, 4, 4, 2, 2, 2]
+    tokens = np.repeat(np.arange(8), np.array(durations) // 2)  # the token of each step
+    attn = np.eye(8)[tokens]  # (S, Tt) hard alignment at the step rate
+    symbols = ["h", "i", " ", "y", "o", "u", ".", "<eos>"]
+    words = timings.words("hi you.", symbols, attn, sum(durations), 2, 0.01, offset=1.0)
+    assert [(w.word, round(w.start, 3), round(w.end, 3)) for w in words] == [("hi", 1.0, 1.04), ("you", 1.06, 1.16)]
+
+
+def test_pcm_is_24khz_s16le_and_streams_as_the_whole():
+    wav = np.sin(np.arange(22050) / 10).astype(np.float32) * 0.5
+    whole = encode.encode(wav, 22050, "pcm")
+    stream = encode.PcmStream(22050)
+    parts = b"".join(stream.feed(wav[a:a + 3000]) for a in range(0, wav.size, 3000)) + stream.feed(
+        np.zeros(0, np.float32), last=True)
+    assert len(whole) == len(parts) == 2 * 24000
+    a, b = (np.frombuffer(x, "<i2").astype(np.float32) for x in (whole, parts))
+    assert np.abs(a - b).max() < 40  # of 32767: soxr's streaming and one-shot filters agree
+
+
+def test_file_formats_decode_at_their_rates():
+    wav = np.sin(np.arange(22050) / 10).astype(np.float32) * 0.5
+    for fmt in ("wav", "flac", "mp3", "opus"):
+        data, sr = sf.read(io.BytesIO(encode.encode(wav, 22050, fmt)))
+        assert sr == encode.rate_of(fmt, 22050) and abs(data.shape[0] / sr - 1.0) < 0.1
