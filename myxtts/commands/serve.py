@@ -39,7 +39,17 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def require() -> None:
+    """The serve extra, or one line saying how to install it."""
+    import importlib.util
+
+    missing = [m for m in ("fastapi", "uvicorn", "wyoming") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UserError(f"serving needs {', '.join(missing)}: pip install 'myxtts[serve]'")
+
+
 def run(args) -> int:
+    require()
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port}: give a port from 1 to 65535")
     if args.max_batch < 1 or args.max_requests < 1:
