@@ -6,9 +6,10 @@ text, as they arrive). One worker thread loops:
 1. every job whose previous sentence has been sent whole and that has another one gives it; these
    sentences are spoken together through :func:`myxtts.speak.speak`, which sorts them by length
    and decodes up to ``max_batch`` at a time (1: no batching, each sentence decoded alone);
-2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`):
-   the first piece of a new sentence is short, so new requests hear something at once, and no
-   request waits for another's sentence to be finished.
+2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
+   the pieces of all jobs vocoded together where their windows are of one length: the first
+   piece of a new sentence is short, so new requests hear something at once, and no request
+   waits for another's sentence to be finished.
 
 So each request's audio arrives in order, first sentence first, and nothing serialises users: a
 long request does not hold a short one back for longer than one piece. Events go to the job's
@@ -152,9 +153,7 @@ class Engine:
                 starting = [(j, j.pending.popleft()) for j in jobs if j.active is None and j.pending]
             if starting:
                 self._speak(starting)
-            for j in jobs:
-                if j.active is not None and not j.cancelled:
-                    self._next_piece(j)
+            self._next_pieces([j for j in jobs if j.active is not None and not j.cancelled])
             with self.cond:
                 for j in jobs:
                     if j.active is None and not j.pending and not j.more and not j.finished:
@@ -192,15 +191,19 @@ class Engine:
                 symbols = [s.text.vocab.symbols[i] for i in sp.ids]
                 j.emit(Event("words", words=timings.words(text, symbols, sp.attn, sp.mel.shape[0], self.r,
                                                           self.hop / self.sample_rate, j.samples / self.sample_rate)))
-                j.active, j.spoken = pieces.pieces(sp.mel, s.to_wave, self.hop), j.spoken + 1
+                j.active, j.spoken = pieces.Pieces(sp.mel, self.hop), j.spoken + 1
 
-    def _next_piece(self, job: Job) -> None:
-        try:
-            wav = next(job.active)
-        except StopIteration:
-            job.active = None
-            return
-        self._send(job, wav)
+    def _next_pieces(self, jobs: list[Job]) -> None:
+        """The next piece of each of these jobs' sentences: vocoded together where batching is on."""
+        windows = [j.active.window() for j in jobs]
+        if self.max_batch > 1:
+            wavs = pieces.vocode(self.synth.to_wave, windows)
+        else:
+            wavs = [self.synth.to_wave(w) for w in windows]
+        for j, wav in zip(jobs, wavs):
+            self._send(j, j.active.take(wav))
+            if j.active.done:
+                j.active = None
 
     def _send(self, job: Job, wav: np.ndarray) -> None:
         if job.first_audio is None:

@@ -32,25 +32,67 @@ def bounds(n_frames: int, first: int = FIRST, rest: int = REST) -> list[tuple[in
     return out
 
 
-def pieces(mel: torch.Tensor, to_wave, hop: int, first: int = FIRST, rest: int = REST) -> Iterator[np.ndarray]:
-    """mel (T, n_mels) → float32 waveform pieces whose concatenation is T * hop samples.
+class Pieces:
+    """The pieces of one sentence, one at a time: :meth:`window` is the mel to vocode next (the
+    piece's frames and their context), :meth:`take` its audio → the piece to send. Each piece but
+    the last holds back its final ``FADE`` frames, which the next piece fades into from its own
+    rendering of the same frames."""
 
-    Each piece but the last holds back its final ``FADE`` frames, which the next piece fades
-    into from its own rendering of the same frames."""
-    t = mel.shape[0]
-    ramp = np.linspace(0.0, 1.0, FADE * hop, endpoint=False, dtype=np.float32)  # (FADE * hop,)
-    tail = None  # (FADE * hop,) the previous piece's held-back end
-    spans = bounds(t, first, rest)
-    for k, (a, b) in enumerate(spans):
-        lo, hi = max(0, a - CONTEXT), min(t, b + CONTEXT)
-        wav = to_wave(mel[lo:hi])  # ((hi - lo) * hop,)
+    def __init__(self, mel: torch.Tensor, hop: int, first: int = FIRST, rest: int = REST):
+        self.mel, self.hop = mel, hop  # (T, n_mels)
+        self.spans = bounds(mel.shape[0], first, rest)
+        self.k = 0
+        self.tail = None  # (FADE * hop,) the previous piece's held-back end
+        self.ramp = np.linspace(0.0, 1.0, FADE * hop, endpoint=False, dtype=np.float32)
+
+    @property
+    def done(self) -> bool:
+        return self.k >= len(self.spans)
+
+    def _lo_hi(self) -> tuple[int, int]:
+        a, b = self.spans[self.k]
+        return max(0, a - CONTEXT), min(self.mel.shape[0], b + CONTEXT)
+
+    def window(self) -> torch.Tensor:
+        lo, hi = self._lo_hi()
+        return self.mel[lo:hi]  # (hi - lo, n_mels)
+
+    def take(self, wav: np.ndarray) -> np.ndarray:
+        """The window's audio ((hi - lo) * hop,) → the next piece to send."""
+        (a, b), (lo, _), hop = self.spans[self.k], self._lo_hi(), self.hop
         s = (a - lo) * hop
         piece = wav[s:(b - lo) * hop]
-        if tail is not None:
-            fade_in = wav[s - tail.size:s]  # the frames before a, as this window renders them
-            head = tail * (1.0 - ramp[:tail.size]) + fade_in * ramp[:tail.size]
-            piece = np.concatenate([head, piece])
-        last = k == len(spans) - 1
-        keep = 0 if last else min(FADE * hop, (b - a) * hop)
-        tail = piece[piece.size - keep:].copy() if keep else None
-        yield np.asarray(piece[:piece.size - keep], dtype=np.float32)
+        if self.tail is not None:
+            fade_in = wav[s - self.tail.size:s]  # the frames before a, as this window renders them
+            ramp = self.ramp[:self.tail.size]
+            piece = np.concatenate([self.tail * (1.0 - ramp) + fade_in * ramp, piece])
+        self.k += 1
+        keep = 0 if self.done else min(FADE * hop, (b - a) * hop)
+        self.tail = piece[piece.size - keep:].copy() if keep else None
+        return np.asarray(piece[:piece.size - keep], dtype=np.float32)
+
+
+def pieces(mel: torch.Tensor, to_wave, hop: int, first: int = FIRST, rest: int = REST) -> Iterator[np.ndarray]:
+    """mel (T, n_mels) → float32 waveform pieces whose concatenation is T * hop samples."""
+    p = Pieces(mel, hop, first, rest)
+    while not p.done:
+        yield p.take(to_wave(p.window()))
+
+
+def vocode(to_wave, windows: list[torch.Tensor]) -> list[np.ndarray]:
+    """Windows of several sentences → their audio. A trained vocoder takes windows of one length
+    in one batch (most are: every later piece's window is ``REST + 2 * CONTEXT`` frames, and no
+    padding is needed, so each output is its window's alone); Griffin-Lim takes them one by one."""
+    out: list = [None] * len(windows)
+    by_len: dict[int, list[int]] = {}
+    for i, w in enumerate(windows):
+        by_len.setdefault(w.shape[0], []).append(i)
+    for idx in by_len.values():
+        if len(idx) == 1 or to_wave.griffin_lim:
+            for i in idx:
+                out[i] = to_wave(windows[i])
+            continue
+        wavs = to_wave.batch(torch.stack([windows[i] for i in idx]))  # (B, T * hop)
+        for i, wav in zip(idx, wavs):
+            out[i] = wav
+    return out
