@@ -329,9 +329,11 @@ def _serve(w: World, tmp: Path) -> None:
 @row("bench serve")
 def _bench_serve(w: World, tmp: Path) -> None:
     js = tmp / "serve.json"
-    ok(myxtts("bench", "serve", "--checkpoint", w.run, "--clients", "1,2", "--requests", "1", "--json", js))
+    ok(myxtts("bench", "serve", "--checkpoint", w.run, "--clients", "1,2", "--requests", "1", "--rounds", "1",
+              "--json", js))
     rows = json.loads(js.read_text())["rows"]
-    assert [(r["batching"], r["clients"]) for r in rows] == [("on", 1), ("on", 2), ("off", 1), ("off", 2)]
+    assert [(r["batching"], r["clients"]) for r in rows] == [("on", 1), ("off", 1), ("on", 2), ("off", 2)]
+    assert all(r["requests"] == r["clients"] for r in rows)
     assert all(r["failed"] == 0 and r["audio_s_per_s"] > 0 and r["first_audio_p50_ms"] > 0 for r in rows)
 
 

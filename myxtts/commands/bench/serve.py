@@ -7,7 +7,9 @@ with batching on (``--max-batch``) and off (1: each sentence decoded alone), it 
 
 - time to first audio, p50 and p95: request sent → first pcm bytes received;
 - real-time factor: a request's wall time / the seconds of audio it got, the median;
-- audio seconds served per second: all the audio of the round / the round's wall time.
+- audio seconds served per second: all the audio of the rounds / their wall time.
+
+Each setting runs ``--rounds`` rounds, batching on and off taking turns, and its figures pool them.
 
 Figures are of this machine as it was: on a shared machine, other work slows them.
 """
@@ -40,6 +42,9 @@ def add_arguments(p) -> None:
     p.add_argument("--clients", default="1,4,16", help="concurrent clients, a comma list")
     p.add_argument("--requests", type=int, default=4, help="requests per client at each concurrency")
     p.add_argument("--max-batch", type=int, default=16, help="sentences decoded together with batching on")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds of each setting, batching on and off taking turns (a busy machine's "
+                        "load falls on both alike)")
     p.add_argument("--json", help="also write the results here")
 
 
@@ -66,14 +71,18 @@ async def _client(c, k: int, n: int, out: list) -> None:
         out.append({"first_audio_s": first, "seconds": took, "audio_s": size / 2 / 24000})
 
 
-async def _round(url: str, clients: int, requests: int) -> dict:
+async def _round(url: str, clients: int, requests: int) -> tuple[list, float]:
+    """``clients`` clients, ``requests`` each → (one record per request, the round's wall time)."""
     import httpx
 
     out: list = []
     async with httpx.AsyncClient(base_url=url, timeout=600) as c:
         t0 = time.perf_counter()
         await asyncio.gather(*(_client(c, k, requests, out) for k in range(clients)))
-        wall = time.perf_counter() - t0
+        return out, time.perf_counter() - t0
+
+
+def summary(clients: int, out: list, wall: float) -> dict:
     ok = [r for r in out if "failed" not in r]
     first = [r["first_audio_s"] for r in ok]
     return {"clients": clients, "requests": len(out), "failed": len(out) - len(ok),
@@ -104,8 +113,8 @@ def run(args) -> int:
         levels = [int(x) for x in args.clients.split(",")]
     except ValueError:
         raise UserError(f"--clients {args.clients}: give a comma list of numbers, e.g. 1,4,16") from None
-    if min(levels) < 1 or args.requests < 1 or args.max_batch < 1:
-        raise UserError("--clients, --requests and --max-batch must be at least 1")
+    if min(levels) < 1 or min(args.requests, args.max_batch, args.rounds) < 1:
+        raise UserError("--clients, --requests, --max-batch and --rounds must be at least 1")
     engine, voices = build(args.checkpoint, args.vocoder, args.device, None, None, args.max_batch,
                            max(levels) + 1, log=lambda m: None)
     port = _free_port()
@@ -119,11 +128,15 @@ def run(args) -> int:
     rows = []
     try:
         asyncio.run(_round(url, 1, 2))  # warm-up: first calls load kernels and the phonemizer
-        for batch in (args.max_batch, 1):
-            engine.max_batch = batch
-            for n in levels:
-                row = {"batching": "on" if batch > 1 else "off", "max_batch": batch,
-                       **asyncio.run(_round(url, n, args.requests))}
+        for n in levels:
+            got = {b: ([], 0.0) for b in (args.max_batch, 1)}
+            for _ in range(args.rounds):
+                for batch in got:  # on and off in turns
+                    engine.max_batch = batch
+                    out, wall = asyncio.run(_round(url, n, args.requests))
+                    got[batch] = (got[batch][0] + out, got[batch][1] + wall)
+            for batch, (out, wall) in got.items():
+                row = {"batching": "on" if batch > 1 else "off", "max_batch": batch, **summary(n, out, wall)}
                 rows.append(row)
                 err(f"batching {row['batching']:>3}  {n:>2} client(s): first audio p50 {row['first_audio_p50_ms']} ms, "
                     f"p95 {row['first_audio_p95_ms']} ms | RTF {row['rtf_median']} | "
@@ -135,7 +148,7 @@ def run(args) -> int:
     synth = engine.synth
     result = {"checkpoint": str(synth.meta["path"]), "step": synth.meta["step"], "device": device_name(),
               "vocoder": "griffin-lim" if synth.to_wave.griffin_lim else synth.to_wave.name,
-              "requests_per_client": args.requests, "texts": TEXTS, "rows": rows}
+              "requests_per_client": args.requests, "rounds": args.rounds, "texts": TEXTS, "rows": rows}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
