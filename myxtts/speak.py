@@ -43,10 +43,19 @@ class Reference:
     """The voice to speak in."""
 
     mel: torch.Tensor  # (Tr, n_mels) log-mel on the CPU; Tr == 0: the neutral voice
+    latents: torch.Tensor | None = None  # (K, d) its conditioning, where computed once (with_latents)
 
     @property
     def frames(self) -> int:
         return int(self.mel.shape[0])
+
+
+def with_latents(model, ref: Reference) -> Reference:
+    """``ref`` with its conditioning computed once, for a voice spoken in many times (the server):
+    ``speak`` then skips the reference encoder for it."""
+    device = next(model.parameters()).device
+    mel, lens = _batch([ref], ref.mel.shape[1])  # (1, Tr, M): as speak batches it
+    return Reference(ref.mel, model.voice_latents(mel.to(device), lens.to(device))[0].float().cpu())
 
 
 def neutral(cfg) -> Reference:
@@ -141,11 +150,13 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
         for j, i in enumerate(idx):
             tokens[j, :len(ids[i])] = torch.tensor(ids[i])
         ref_mel, ref_lens = _batch([refs[i] for i in idx], cfg.audio.n_mels)
+        kept = [refs[i].latents for i in idx]
+        cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else {}
         gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
         t0 = time.perf_counter()
         mel, lens, attn = model.generate(
             tokens.to(device), torch.tensor([len(ids[i]) for i in idx], device=device),
-            ref_mel.to(device), ref_lens.to(device), generator=gen, **pace)
+            ref_mel.to(device), ref_lens.to(device), generator=gen, **pace, **cond)
         spoken = []
         for j, i in enumerate(idx):
             n = int(lens[j])

@@ -27,7 +27,7 @@ def build(checkpoint, vocoder=None, device=None, data=None, voices_dir=None, max
         except UserError:
             log("note: no --data cache given or beside the run: no training speakers, only "
                 "--voices and neutral")
-    voices = load_voices(synth.cfg, Path(data) if data is not None else None,
+    voices = load_voices(synth.model, synth.cfg, Path(data) if data is not None else None,
                          Path(voices_dir) if voices_dir is not None else None, log)
     log(GRIFFIN_LIM_NOTE if synth.to_wave.griffin_lim else f"vocoder: {synth.to_wave.name}")
     return Engine(synth, max_batch, max_jobs, log), voices

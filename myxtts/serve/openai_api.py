@@ -117,6 +117,7 @@ def create_app(engine: Engine, voices, api_key: str | None = None, log=print) ->
     app = FastAPI(title="MyXTTS", docs_url=None, redoc_url=None, openapi_url=None)
     sr = engine.sample_rate
     hop_seconds = engine.hop / sr
+    decoder = engine.synth.cfg.model.decoder
 
     @app.middleware("http")
     async def authorise(request: Request, call_next):
@@ -143,6 +144,9 @@ def create_app(engine: Engine, voices, api_key: str | None = None, log=print) ->
     async def speech(request: Request):
         try:
             req = parse(await request.body(), voices)
+            if req["speed"] != 1.0 and decoder != "duration":
+                raise BadRequest(f"this model (model.decoder={decoder}) has no durations to scale: speed must be 1",
+                                 "speed", "unsupported_value")
             sentences = await asyncio.to_thread(engine.sentences, req["input"])  # phonemizes: off the loop
         except BadRequest as e:
             return error(str(e), e.param, e.code, e.status, e.kind)

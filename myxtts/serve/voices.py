@@ -98,9 +98,11 @@ class Voices:
                  "reference_seconds": round(v.reference.frames * hop_seconds, 2)} for v in self.by_name.values()]
 
 
-def load_voices(cfg, cache: Path | None, folder: Path | None, say) -> Voices:
-    """Training speakers (from ``cache``), then the folders of ``folder``, then ``neutral``."""
+def load_voices(model, cfg, cache: Path | None, folder: Path | None, say) -> Voices:
+    """Training speakers (from ``cache``), then the folders of ``folder``, then ``neutral``, each
+    with its conditioning latents computed once (:func:`myxtts.speak.with_latents`)."""
     found = training_speakers(cache, cfg, say) if cache is not None else []
     if folder is not None:
         found += folder_voices(folder, cfg, say)
-    return Voices(found + [Voice(NEUTRAL, "no reference", speak.neutral(cfg))])
+    found.append(Voice(NEUTRAL, "no reference", speak.neutral(cfg)))
+    return Voices([Voice(v.name, v.source, speak.with_latents(model, v.reference)) for v in found])
