@@ -39,12 +39,15 @@ def add_arguments(p) -> None:
     p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE", help="the run to serve")
     p.add_argument("--vocoder", metavar="RUN_OR_FILE", help="as for serve (default: the run's own, else Griffin-Lim)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--data", metavar="CACHE", help="as for serve: its speakers become voices")
     p.add_argument("--clients", default="1,4,16", help="concurrent clients, a comma list")
     p.add_argument("--requests", type=int, default=4, help="requests per client at each concurrency")
     p.add_argument("--max-batch", type=int, default=16, help="sentences decoded together with batching on")
     p.add_argument("--rounds", type=int, default=2,
                    help="rounds of each setting, batching on and off taking turns (a busy machine's "
                         "load falls on both alike)")
+    p.add_argument("--voice", help="the voice every request asks for (default: the first listed, a training "
+                                   "speaker where the run has its cache)")
     p.add_argument("--json", help="also write the results here")
 
 
@@ -53,9 +56,9 @@ def percentile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
-async def _client(c, k: int, n: int, out: list) -> None:
+async def _client(c, k: int, n: int, voice: str, out: list) -> None:
     for i in range(n):
-        body = {"model": "myxtts", "input": TEXTS[(k + i) % len(TEXTS)], "voice": "neutral", "response_format": "pcm"}
+        body = {"model": "myxtts", "input": TEXTS[(k + i) % len(TEXTS)], "voice": voice, "response_format": "pcm"}
         t0 = time.perf_counter()
         first, size = None, 0
         async with c.stream("POST", "/v1/audio/speech", json=body) as r:
@@ -71,14 +74,14 @@ async def _client(c, k: int, n: int, out: list) -> None:
         out.append({"first_audio_s": first, "seconds": took, "audio_s": size / 2 / 24000})
 
 
-async def _round(url: str, clients: int, requests: int) -> tuple[list, float]:
+async def _round(url: str, clients: int, requests: int, voice: str) -> tuple[list, float]:
     """``clients`` clients, ``requests`` each → (one record per request, the round's wall time)."""
     import httpx
 
     out: list = []
     async with httpx.AsyncClient(base_url=url, timeout=600) as c:
         t0 = time.perf_counter()
-        await asyncio.gather(*(_client(c, k, requests, out) for k in range(clients)))
+        await asyncio.gather(*(_client(c, k, requests, voice, out) for k in range(clients)))
         return out, time.perf_counter() - t0
 
 
@@ -115,8 +118,11 @@ def run(args) -> int:
         raise UserError(f"--clients {args.clients}: give a comma list of numbers, e.g. 1,4,16") from None
     if min(levels) < 1 or min(args.requests, args.max_batch, args.rounds) < 1:
         raise UserError("--clients, --requests, --max-batch and --rounds must be at least 1")
-    engine, voices = build(args.checkpoint, args.vocoder, args.device, None, None, args.max_batch,
+    engine, voices = build(args.checkpoint, args.vocoder, args.device, args.data, None, args.max_batch,
                            max(levels) + 1, log=lambda m: None)
+    voice = args.voice or voices.names[0]
+    if voice not in voices:
+        raise UserError(f"--voice {voice}: no such voice; the run has {', '.join(voices.names)}")
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine, voices), host="127.0.0.1", port=port,
                                            log_level="warning", access_log=False))
@@ -127,13 +133,13 @@ def run(args) -> int:
     url = f"http://127.0.0.1:{port}"
     rows = []
     try:
-        asyncio.run(_round(url, 1, 2))  # warm-up: first calls load kernels and the phonemizer
+        asyncio.run(_round(url, 1, 2, voice))  # warm-up: first calls load kernels and the phonemizer
         for n in levels:
             got = {b: ([], 0.0) for b in (args.max_batch, 1)}
             for _ in range(args.rounds):
                 for batch in got:  # on and off in turns
                     engine.max_batch = batch
-                    out, wall = asyncio.run(_round(url, n, args.requests))
+                    out, wall = asyncio.run(_round(url, n, args.requests, voice))
                     got[batch] = (got[batch][0] + out, got[batch][1] + wall)
             for batch, (out, wall) in got.items():
                 row = {"batching": "on" if batch > 1 else "off", "max_batch": batch, **summary(n, out, wall)}
@@ -147,7 +153,7 @@ def run(args) -> int:
         engine.stop()
     synth = engine.synth
     result = {"checkpoint": str(synth.meta["path"]), "step": synth.meta["step"], "device": device_name(),
-              "vocoder": "griffin-lim" if synth.to_wave.griffin_lim else synth.to_wave.name,
+              "vocoder": "griffin-lim" if synth.to_wave.griffin_lim else synth.to_wave.name, "voice": voice,
               "requests_per_client": args.requests, "rounds": args.rounds, "texts": TEXTS, "rows": rows}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
