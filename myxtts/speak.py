@@ -138,7 +138,7 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
     if speed != 1.0 and cfg.model.decoder != "duration":
         raise UserError(f"speed {speed:g}: only the duration decoder can speak faster or slower "
                         f"(this model's is model.decoder={cfg.model.decoder})")
-    pace = {"speed": speed} if speed != 1.0 else {}  # 1: the decoder protocol as it always was
+    pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
     device = next(model.parameters()).device
     ids = [text.encode(t, warn=say, normalized=normalized) for t in texts]
     r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
