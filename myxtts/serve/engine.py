@@ -58,7 +58,7 @@ class Job:
         self.active = None  # the pieces of the sentence being sent
         self.spoken = 0  # sentences begun
         self.samples = 0  # audio sent so far, at the model's rate
-        self.cancelled = self.finished = False
+        self.cancelled = self.finished = self.failed = False
         self.t0, self.first_audio = time.perf_counter(), None
 
     def add(self, sentences: list[str], last: bool = False) -> None:
@@ -157,8 +157,9 @@ class Engine:
             with self.cond:
                 for j in jobs:
                     if j.active is None and not j.pending and not j.more and not j.finished:
-                        j.emit(Event("done"))
-                        self._finish(j, "done")
+                        self._finish(j, "failed" if j.failed else "done")  # its log line, then the client
+                        if not j.failed:
+                            j.emit(Event("done"))
 
     def _finish(self, job: Job, how: str) -> None:
         """Under the lock: drop ``job``, with its log line."""
@@ -183,7 +184,7 @@ class Engine:
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:
                     j.emit(Event("error", message="the model could not speak this text"))
-                    j.more, j.pending = False, deque()
+                    j.more, j.pending, j.failed = False, deque(), True
                 continue
             for (j, text), sp in zip(group, spoken):
                 if j.spoken:
