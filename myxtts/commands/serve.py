@@ -48,6 +48,18 @@ def require() -> None:
         raise UserError(f"serving needs {', '.join(missing)}: pip install 'myxtts[serve]'")
 
 
+def check_free(host: str, port: int, option: str) -> None:
+    """Before seconds of loading: the address can be listened on."""
+    import socket
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as e:
+        why = os.strerror(e.errno) if e.errno else str(e)
+        raise UserError(f"{option}: cannot listen on {host}:{port} ({why.lower()})") from None
+
+
 def run(args) -> int:
     require()
     if not 0 < args.port < 65536:
@@ -59,6 +71,12 @@ def run(args) -> int:
         from myxtts.serve.wyoming import check_uri
 
         wyoming_uri = check_uri(args.wyoming)
+    check_free(args.host, args.port, f"--port {args.port}")
+    if wyoming_uri:
+        from urllib.parse import urlparse
+
+        u = urlparse(wyoming_uri)
+        check_free(u.hostname, u.port, f"--wyoming {wyoming_uri}")
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     from myxtts.serve import build
     from myxtts.serve.openai_api import create_app, serve_forever

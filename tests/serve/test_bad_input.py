@@ -3,6 +3,9 @@ log holds no traceback, and the server answers the next good request."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -110,3 +113,11 @@ def test_after_all_of_it_the_server_answers_and_logged_no_traceback(served):
     r = post(served, GOOD)
     assert r.status_code == 200 and r.content[:4] == b"RIFF"
     assert served.proc.poll() is None and "Traceback" not in served.log_text()
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(served):
+    port = urlparse(served.url).port  # the served model's own
+    r = subprocess.run([sys.executable, "-m", "myxtts", "serve", "--checkpoint", str(served.run), "--port", str(port)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == (f"myxtts serve: error: --port {port}: cannot listen on "
+                                                      f"127.0.0.1:{port} (address already in use)")
