@@ -192,7 +192,10 @@ class Engine:
                 symbols = [s.text.vocab.symbols[i] for i in sp.ids]
                 j.emit(Event("words", words=timings.words(text, symbols, sp.attn, sp.mel.shape[0], self.r,
                                                           self.hop / self.sample_rate, j.samples / self.sample_rate)))
-                j.active, j.spoken = pieces.Pieces(sp.mel, self.hop), j.spoken + 1
+                # only a request's first sentence starts with a short piece: by a later one, the
+                # client has audio to play, and a full piece wastes less of its window on context
+                first = pieces.FIRST if not j.spoken else pieces.REST
+                j.active, j.spoken = pieces.Pieces(sp.mel, self.hop, first), j.spoken + 1
 
     def _next_pieces(self, jobs: list[Job]) -> None:
         """The next piece of each of these jobs' sentences: vocoded together where batching is on."""
