@@ -8,8 +8,8 @@ text, as they arrive). One worker thread loops:
    and decodes up to ``max_batch`` at a time (1: no batching, each sentence decoded alone);
 2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
    the pieces of all jobs vocoded together where their windows are of one length: the first
-   piece of a new sentence is short, so new requests hear something at once, and no request
-   waits for another's sentence to be finished.
+   piece of a request is short, so new requests hear something at once, and no request waits
+   for another's sentence to be finished.
 
 So each request's audio arrives in order, first sentence first, and nothing serialises users: a
 long request does not hold a short one back for longer than one piece. Events go to the job's

@@ -18,7 +18,7 @@ import torch
 
 CONTEXT = 24  # frames of mel either side of a piece: the vocoder's receptive field, and more
 FADE = 4  # frames cross-faded between pieces
-FIRST = 16  # frames in the first piece (~0.19 s at 22.05 kHz / hop 256): first audio early
+FIRST = 16  # frames in a request's first piece (~0.19 s at 22.05 kHz / hop 256): first audio early
 REST = 96  # frames in each later piece: fewer, larger vocoder calls once playback has started
 
 
