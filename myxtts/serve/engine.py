@@ -183,8 +183,7 @@ class Engine:
             except Exception as e:  # one bad batch must not stop the server
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:
-                    j.emit(Event("error", message="the model could not speak this text"))
-                    j.more, j.pending, j.failed = False, deque(), True
+                    self._fail(j)
                 continue
             for (j, text), sp in zip(group, spoken):
                 if j.spoken:
@@ -197,13 +196,23 @@ class Engine:
                 first = pieces.FIRST if not j.spoken else pieces.REST
                 j.active, j.spoken = pieces.Pieces(sp.mel, self.hop, first), j.spoken + 1
 
+    def _fail(self, job: Job) -> None:
+        job.emit(Event("error", message="the model could not speak this text"))
+        job.more, job.pending, job.active, job.failed = False, deque(), None, True
+
     def _next_pieces(self, jobs: list[Job]) -> None:
         """The next piece of each of these jobs' sentences: vocoded together where batching is on."""
         windows = [j.active.window() for j in jobs]
-        if self.max_batch > 1:
-            wavs = pieces.vocode(self.synth.to_wave, windows)
-        else:
-            wavs = [self.synth.to_wave(w) for w in windows]
+        try:
+            if self.max_batch > 1:
+                wavs = pieces.vocode(self.synth.to_wave, windows)
+            else:
+                wavs = [self.synth.to_wave(w) for w in windows]
+        except Exception as e:  # as in _speak: these requests end, the server goes on
+            self.log(f"error: turning {len(jobs)} piece(s) into audio failed: {type(e).__name__}: {e}")
+            for j in jobs:
+                self._fail(j)
+            return
         for j, wav in zip(jobs, wavs):
             self._send(j, j.active.take(wav))
             if j.active.done:

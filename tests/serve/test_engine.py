@@ -60,3 +60,19 @@ def test_a_failing_batch_ends_only_its_own_requests(engine, monkeypatch):
     assert any(line.startswith("error: speaking 1 sentence(s) failed: RuntimeError: boom") for line in engine.lines)
     assert any(line.startswith("done: voice neutral, 30 characters") for line in engine.lines)
     assert any(line.startswith("failed: voice neutral, 13 characters") for line in engine.lines)
+
+
+def test_a_failing_vocoder_ends_the_requests_it_was_speaking_and_the_engine_goes_on(engine, monkeypatch):
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("vocoder down")
+
+    async def one(text):
+        return await collect(engine.submit(voice, 1.0, engine.sentences(text), chars=len(text)))
+
+    with monkeypatch.context() as m:
+        m.setattr(engine_module.pieces, "vocode", broken)
+        assert [e.kind for e in asyncio.run(one("Hello there."))] == ["words", "error"]
+    assert asyncio.run(one("Hello again."))[-1].kind == "done"
+    assert any("turning 1 piece(s) into audio failed: RuntimeError: vocoder down" in line for line in engine.lines)
