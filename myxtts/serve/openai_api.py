@@ -167,7 +167,7 @@ def create_app(engine: Engine, voices, api_key: str | None = None, log=print) ->
             job.cancel()  # a no-op once done; stops the work of a client that left mid-way
         if failed:
             return error(failed, "input", "synthesis_failed", 500, "server_error")
-        data = encode.encode(wav, sr, req["format"])
+        data = await asyncio.to_thread(encode.encode, wav, sr, req["format"])  # off the loop the streams share
         if req["timed"]:
             return {"audio": base64.b64encode(data).decode(), "response_format": req["format"],
                     "sample_rate": encode.rate_of(req["format"], sr), "seconds": round(wav.size / sr, 3),
