@@ -25,20 +25,30 @@ from myxtts.serve import encode
 from myxtts.serve.engine import Busy, Engine
 from myxtts.serve.voices import NEUTRAL
 
-ATTRIBUTION = Attribution(name="MyXTTS", url="https://github.com/")
+ATTRIBUTION = Attribution(name="MyXTTS", url="")  # a model trained by its user: nobody else to name
 
 
 def check_uri(uri: str) -> str:
     """``tcp://HOST:PORT`` as the wyoming package takes it, or a :class:`UserError`."""
     u = urlparse(uri)
-    if u.scheme != "tcp" or not u.hostname or u.port is None:
+    try:
+        port = u.port
+    except ValueError:  # not a number, or out of range
+        port = None
+    if u.scheme != "tcp" or not u.hostname or port is None:
         raise UserError(f"--wyoming {uri}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:10200")
     return uri
 
 
+def language_tag(language: str) -> str:
+    """espeak-ng's ``en-us`` → the ``en-US`` Home Assistant lists languages by."""
+    lang, _, region = language.partition("-")
+    return f"{lang}-{region.upper()}" if region else lang
+
+
 def info(voices, language: str) -> Info:
-    tts_voices = [TtsVoice(name=n, description=f"{voices[n].source}", attribution=ATTRIBUTION, installed=True,
-                           version=__version__, languages=[language]) for n in voices.names]
+    tts_voices = [TtsVoice(name=n, description=voices[n].source, attribution=ATTRIBUTION, installed=True,
+                           version=__version__, languages=[language_tag(language)]) for n in voices.names]
     return Info(tts=[TtsProgram(name="myxtts", description="MyXTTS", attribution=ATTRIBUTION, installed=True,
                                 version=__version__, voices=tts_voices, supports_synthesize_streaming=True)])
 

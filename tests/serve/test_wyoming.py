@@ -33,7 +33,7 @@ def test_describe_lists_the_voices_and_synthesize_speaks(served):
             info = Info.from_event(await c.read_event())
             (tts,) = info.tts
             assert {v.name for v in tts.voices} == {"speaker", "arctic-male", "neutral"}
-            assert tts.supports_synthesize_streaming
+            assert tts.supports_synthesize_streaming and all(v.languages == ["en-US"] for v in tts.voices)
             await c.write_event(Synthesize(text="Hello from the kitchen. The lights are on.",
                                            voice=SynthesizeVoice(name="arctic-male")).event())
             return await read_audio(c)
