@@ -19,7 +19,7 @@ from myxtts.config import ConfigError
 from myxtts.errors import UserError
 
 # Command modules, in the order `--help` lists them.
-COMMANDS = ["prepare", "cache", "train", "synthesize", "eval", "monitor", "doctor", "profile", "tune",
+COMMANDS = ["prepare", "cache", "train", "synthesize", "serve", "eval", "monitor", "doctor", "profile", "tune",
             "bench", "demo"]
 
 

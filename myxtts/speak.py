@@ -43,10 +43,19 @@ class Reference:
     """The voice to speak in."""
 
     mel: torch.Tensor  # (Tr, n_mels) log-mel on the CPU; Tr == 0: the neutral voice
+    latents: torch.Tensor | None = None  # (K, d) its conditioning, where computed once (with_latents)
 
     @property
     def frames(self) -> int:
         return int(self.mel.shape[0])
+
+
+def with_latents(model, ref: Reference) -> Reference:
+    """``ref`` with its conditioning computed once, for a voice spoken in many times (the server):
+    ``speak`` then skips the reference encoder for it."""
+    device = next(model.parameters()).device
+    mel, lens = _batch([ref], ref.mel.shape[1])  # (1, Tr, M): as speak batches it
+    return Reference(ref.mel, model.voice_latents(mel.to(device), lens.to(device))[0].float().cpu())
 
 
 def neutral(cfg) -> Reference:
@@ -93,9 +102,10 @@ class Spoken:
 
     mel: torch.Tensor  # (T, n_mels) log-mel on the CPU
     attn: np.ndarray  # (ceil(T / r), Tt) alignment
-    wav: np.ndarray  # (T * hop,) float32
+    wav: np.ndarray | None  # (T * hop,) float32; None where the caller turns the mel into audio
     stopped: bool  # ended on its own, before model.max_decoder_steps
     seconds_taken: float  # wall time of the batch it was spoken in: decoding plus mel-to-audio
+    ids: tuple[int, ...] = ()  # (Tt,) the token ids read, end of sentence included: attn's columns
 
 
 def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,8 +119,8 @@ def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tens
 
 @torch.no_grad()
 def speak(model, cfg, text, texts: list[str], references: Reference | list[Reference],
-          to_wave: ToWave, seed: int = 0, batch_size: int = 1, normalized: bool = False,
-          say: Callable[[str], None] = print) -> list[Spoken]:
+          to_wave: ToWave | None, seed: int = 0, batch_size: int = 1, normalized: bool = False,
+          say: Callable[[str], None] = print, speed: float = 1.0) -> list[Spoken]:
     """Each of ``texts`` as one utterance, in its reference's voice (one for all, or one each)
     → one :class:`Spoken` each, in ``texts`` order.
 
@@ -118,10 +128,17 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
     ``normalize`` already (synthesis splits normalised text into sentences). Symbols the model
     was not trained on are read as their nearest known one, with a note through ``say``.
     ``batch_size`` texts of similar length are decoded together; 1 gives each text's own
-    latency in ``seconds_taken``."""
+    latency in ``seconds_taken``. ``speed`` > 1 speaks faster: the duration decoder's predicted
+    durations are divided by it (the autoregressive decoder has none to scale). ``to_wave`` None
+    leaves ``wav`` None, for a caller that turns the mel into audio itself (the server, in
+    pieces as it streams)."""
     refs = references if isinstance(references, list) else [references] * len(texts)
     if len(refs) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(refs)} references")
+    if speed != 1.0 and cfg.model.decoder != "duration":
+        raise UserError(f"speed {speed:g}: only the duration decoder can speak faster or slower "
+                        f"(this model's is model.decoder={cfg.model.decoder})")
+    pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
     device = next(model.parameters()).device
     ids = [text.encode(t, warn=say, normalized=normalized) for t in texts]
     r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
@@ -133,18 +150,21 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
         for j, i in enumerate(idx):
             tokens[j, :len(ids[i])] = torch.tensor(ids[i])
         ref_mel, ref_lens = _batch([refs[i] for i in idx], cfg.audio.n_mels)
+        kept = [refs[i].latents for i in idx]
+        cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else {}
         gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
         t0 = time.perf_counter()
         mel, lens, attn = model.generate(
             tokens.to(device), torch.tensor([len(ids[i]) for i in idx], device=device),
-            ref_mel.to(device), ref_lens.to(device), generator=gen)
+            ref_mel.to(device), ref_lens.to(device), generator=gen, **pace, **cond)
         spoken = []
         for j, i in enumerate(idx):
             n = int(lens[j])
             m = mel[j, :n].float().cpu()  # (T, M)
             spoken.append((i, m, attn[j, :math.ceil(n / r), :len(ids[i])].float().cpu().numpy(),
-                           np.asarray(to_wave(m), dtype=np.float32), n < cap * r))
+                           None if to_wave is None else np.asarray(to_wave(m), dtype=np.float32),
+                           n < cap * r))
         took = time.perf_counter() - t0
         for i, m, a, wav, stopped in spoken:
-            out[i] = Spoken(m, a, wav, stopped, took)
+            out[i] = Spoken(m, a, wav, stopped, took, tuple(ids[i]))
     return out

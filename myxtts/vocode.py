@@ -65,6 +65,14 @@ class MelToWave:
             wav = self.vocoder(mel[None].float().to(self.device))[0]
         return wav[:n].float().cpu().numpy()
 
+    @torch.no_grad()
+    def batch(self, mels: torch.Tensor) -> np.ndarray:
+        """(B, T, n_mels) mels of one length → (B, T * hop) float32: one vocoder call for all
+        (the server's pieces of several sentences); Griffin-Lim runs them one by one."""
+        if self.vocoder is None or mels.shape[1] < self.audio_cfg.n_fft // self.audio_cfg.hop_length + 2:
+            return np.stack([self(m) for m in mels])
+        return self.vocoder(mels.float().to(self.device)).float().cpu().numpy()
+
 
 def load(audio_cfg: AudioConfig, vocoder=None, checkpoint=None, device: torch.device | str = "cpu") -> MelToWave:
     """The mel-to-audio step for mels of ``audio_cfg``: ``vocoder`` (a vocoder run, checkpoint

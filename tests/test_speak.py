@@ -78,3 +78,18 @@ def test_a_reference_is_cut_as_training_cut_it_and_batches_do_not_change_a_text(
         assert a.shape == b.mel.shape and torch.allclose(a, b.mel, atol=1e-4)
     voiceless = speak(synth.model, cfg, synth.text, texts[:1], neutral(cfg), synth.to_wave)[0]
     assert voiceless.wav.size > 0
+
+
+def test_a_voice_conditioned_once_speaks_as_one_conditioned_each_time(setup):
+    from myxtts.speak import with_latents
+
+    root, cache, synth = setup
+    cfg = synth.cfg
+    texts = ["a printer.", "in being comparatively modern."]
+    for ref in (reference_from_mel(np.asarray(cache.mel(0), dtype=np.float32), cfg), neutral(cfg)):
+        kept = with_latents(synth.model, ref)
+        assert kept.latents is not None and kept.latents.shape == (cfg.model.n_latents, cfg.model.d_model)
+        again = speak(synth.model, cfg, synth.text, texts, ref, None, batch_size=2)
+        once = speak(synth.model, cfg, synth.text, texts, kept, None, batch_size=2)
+        for a, b in zip(again, once):
+            assert a.wav is None and a.mel.shape == b.mel.shape and torch.allclose(a.mel, b.mel, atol=1e-4)

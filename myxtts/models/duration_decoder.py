@@ -120,8 +120,9 @@ class DurationDecoder(nn.Module):
     @torch.no_grad()
     def generate(self, memory: torch.Tensor, mem_mask: torch.Tensor, token_lens: torch.Tensor,
                  n_text: int, max_steps: int, stop_threshold: float,
-                 generator: torch.Generator | None = None):
-        """Synthesis of a batch, each sentence as long as its predicted durations. memory
+                 generator: torch.Generator | None = None, speed: float = 1.0):
+        """Synthesis of a batch, each sentence as long as its predicted durations (divided by
+        ``speed``: 2 speaks twice as fast). memory
         (B, Tt+K, d) = [text (n_text) ; latents], mem_mask (B, Tt+K) → mels (B, T, M) raw
         log-mel with LOG_SILENCE past each length, T a multiple of r; lengths (B,) in frames,
         capped at max_steps * r; alignment at the step rate (B, T/r, n_text). ``token_lens``,
@@ -129,8 +130,10 @@ class DurationDecoder(nn.Module):
         nothing here stops or samples."""
         text, latents = memory[:, :n_text], memory[:, n_text:]
         token_mask = mem_mask[:, :n_text]  # (B, Tt)
-        frames = torch.expm1(self.log_durations(text, latents, token_mask)).round()
-        dur = frames.clamp(min=1).long() * token_mask  # (B, Tt): every token spoken
+        frames = torch.expm1(self.log_durations(text, latents, token_mask)).round().clamp(min=1)
+        if speed != 1.0:  # every token spoken at least a frame, then scaled (and still a frame)
+            frames = (frames / speed).round().clamp(min=1)
+        dur = frames.long() * token_mask  # (B, Tt): every token spoken
         lens = dur.sum(dim=1).clamp(max=max_steps * self.r)  # (B,)
         n = -(-int(lens.max()) // self.r) * self.r  # one host sync per batch
         align = durations_to_alignment(dur, n)  # (B, T, Tt)

@@ -211,12 +211,14 @@ class MelDecoder(nn.Module):
     @torch.no_grad()
     def generate(self, memory: torch.Tensor, mem_mask: torch.Tensor, token_lens: torch.Tensor,
                  n_text: int, max_steps: int, stop_threshold: float,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, speed: float = 1.0):
         """Synthesis of a batch, each sentence stopping on its own stop token. memory (B, Tk, d)
         = [text (n_text) ; latents], mem_mask (B, Tk) → mels (B, T, n_mels) raw log-mel with
         LOG_SILENCE past each length, lengths (B,) in frames (max_steps * r for a sentence that
         never stopped), text attention (B, T/r, n_text). ``generator`` drives the pre-net
-        dropout."""
+        dropout. ``speed``: the protocol's, which this decoder has no durations to apply to."""
+        if speed != 1.0:
+            raise ValueError("the autoregressive decoder has no durations to scale: speed must be 1")
         b, r = memory.shape[0], self.r
         kv = self.memory_kv(memory)
         caches = self.new_caches(b, max_steps, memory.device, memory.dtype)

@@ -14,7 +14,7 @@ the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] 
   mel_pre, mel_post (B, Tm, M) raw log-mel and attn (B, Tm/r, Tt), plus the decoder's own.
 - ``losses(batch, out)`` → dict of 0-dim tensors: loss (the total), mel_l1, postnet_l1,
   attn_diag, plus the decoder's own terms.
-- ``generate(memory, mem_mask, token_lens, n_text, max_steps, stop_threshold, generator)`` →
+- ``generate(memory, mem_mask, token_lens, n_text, max_steps, stop_threshold, generator, speed)`` →
   mels (B, T, M) raw log-mel, silence past each length; lengths (B,) in frames, at most
   max_steps * r; attn (B, T/r, Tt).
 
@@ -78,9 +78,14 @@ class XTTS(nn.Module):
             nn.init.normal_(module.fc2.weight, std=0.02 / math.sqrt(2 * n_layers))
 
     # ------------------------------------------------------------------------ conditioning
-    def encode(self, tokens, token_lens, ref_mel, ref_lens):
-        """→ memory (B, Tt+K, d), memory mask (B, Tt+K) bool."""
+    def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None):
+        """→ memory (B, Tt+K, d), memory mask (B, Tt+K) bool. ``latents`` (B, K, d): the
+        references' conditioning computed before (:meth:`voice_latents`), in place of encoding
+        ``ref_mel`` again."""
         text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
+        if latents is not None:
+            memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
+            return memory, torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
         if self.training and self.cfg.ref_dropout > 0:
             # Drop the reference for some samples (by masking it out, shapes unchanged) so the
             # resampler learns a neutral voice for reference-free synthesis.
@@ -113,21 +118,35 @@ class XTTS(nn.Module):
 
     # ------------------------------------------------------------------------ inference
     @torch.no_grad()
+    def voice_latents(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor) -> torch.Tensor:
+        """References ref_mel (B, Tr, M) raw log-mel, ref_lens (B,) → their conditioning latents
+        (B, K, d), as ``generate`` computes them, for voices used many times."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.ref_encoder(normalize_mel(ref_mel), ref_lens)
+        finally:
+            self.train(was_training)
+
+    @torch.no_grad()
     def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
-                 stop_threshold=None, generator: torch.Generator | None = None):
+                 stop_threshold=None, generator: torch.Generator | None = None, speed: float = 1.0,
+                 latents=None):
         """Synthesis of a batch of sentences, each ending on its own: on its stop token
         (autoregressive, KV-cached; a stop counts only once the sentence's alignment has reached
         mel_decoder.MIN_PROGRESS of its text) or after its predicted durations. → mels (B, T, M)
         raw log-mel (silence past each length), mel_lens (B,), attn (B, T/r, Tt). Deterministic
         for a given ``generator`` state (it drives the always-on pre-net dropout; other dropout
         is off here). ``ref_lens == 0`` → neutral voice. A sentence longer than ``max_steps``
-        decoder steps is cut there (its length says so)."""
+        decoder steps is cut there (its length says so). ``speed`` divides the duration decoder's
+        predicted durations (faster speech); only that decoder takes one other than 1.
+        ``latents`` (B, K, d): the references' conditioning, computed before."""
         was_training = self.training
         self.eval()
         try:
-            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens)  # (B, Tt+K, d)
+            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens, latents)  # (B, Tt+K, d)
             return self.decoder.generate(
                 memory, mask, token_lens, tokens.shape[1], max_steps or self.cfg.max_decoder_steps,
-                self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator)
+                self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator, speed)
         finally:
             self.train(was_training)

@@ -289,6 +289,54 @@ def _synthesize(w: World, tmp: Path) -> None:
     assert f"{out}  " in r.stdout and "1 text(s)" in r.stdout and f"voice: {VOICE}" in r.stdout
 
 
+@row("serve")
+def _serve(w: World, tmp: Path) -> None:
+    import signal
+    import time
+
+    import httpx
+
+    from tests.serve.conftest import free_port
+
+    assert w.vocoder.is_dir()  # RUN/vocoder: used without being named
+    port = free_port()
+    log = tmp / "serve.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "myxtts", "serve", "--checkpoint", str(w.run), "--port",
+                                 str(port)], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV)
+    try:
+        deadline = time.time() + 120
+        while True:
+            assert proc.poll() is None and time.time() < deadline, log.read_text()
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health")
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", timeout=60, json={
+            "model": "myxtts", "input": "Hello there.", "voice": "neutral", "response_format": "wav"})
+        assert r.status_code == 200, r.text
+        (tmp / "hello.wav").write_bytes(r.content)
+        has_sound(tmp / "hello.wav")
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: how a server is stopped
+        code = proc.wait(timeout=30)
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text
+    assert f"vocoder: {w.vocoder}" in text and "done: voice neutral, 12 characters" in text
+
+
+@row("bench serve")
+def _bench_serve(w: World, tmp: Path) -> None:
+    js = tmp / "serve.json"
+    ok(myxtts("bench", "serve", "--checkpoint", w.run, "--clients", "1,2", "--requests", "1", "--rounds", "1",
+              "--json", js))
+    rows = json.loads(js.read_text())["rows"]
+    assert [(r["batching"], r["clients"]) for r in rows] == [("on", 1), ("off", 1), ("on", 2), ("off", 2)]
+    assert all(r["requests"] == r["clients"] for r in rows)
+    assert all(r["failed"] == 0 and r["audio_s_per_s"] > 0 and r["first_audio_p50_ms"] > 0 for r in rows)
+
+
 @row("eval")
 def _eval(w: World, tmp: Path) -> None:
     from myxtts.evaluate import INSTALL_HINT, missing

@@ -14,6 +14,7 @@ from myxtts.commands.common import add_command
 MODES = {
     "loader": "myxtts.commands.bench.loader",
     "train": "myxtts.commands.bench.train",
+    "serve": "myxtts.commands.bench.serve",
 }
 
 

@@ -1,0 +1,225 @@
+"""One engine for every request: sentences of all requests in flight are decoded together.
+
+A request is a :class:`Job`: a voice, a speed and its sentences (all at once, or, for streamed
+text, as they arrive). One worker thread loops:
+
+1. every job whose previous sentence has been sent whole and that has another one gives it; these
+   sentences are spoken together through :func:`myxtts.speak.speak`, which sorts them by length
+   and decodes up to ``max_batch`` at a time (1: no batching, each sentence decoded alone);
+2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
+   the pieces of all jobs vocoded together where their windows are of one length: the first
+   piece of a request is short, so new requests hear something at once, and no request waits
+   for another's sentence to be finished.
+
+So each request's audio arrives in order, first sentence first, and nothing serialises users: a
+long request does not hold a short one back for longer than one piece. Events go to the job's
+asyncio queue on its own event loop. A job whose client left is cancelled and dropped between
+two pieces. Past ``max_jobs`` in flight, :meth:`Engine.submit` raises :class:`Busy`.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from myxtts.errors import UserError
+from myxtts.infer import PAUSE_SECONDS
+from myxtts.serve import pieces, timings
+from myxtts.speak import speak
+from myxtts.text import echo
+
+SENTENCE_DONE = re.compile(r"[.!?]+[\"')\]]*\s")  # the end of a sentence in text still arriving
+
+
+class Busy(Exception):
+    """More requests in flight than the engine takes."""
+
+
+@dataclass
+class Event:
+    kind: str  # "audio" (wav), "words" (words), "done" (seconds, first_audio_s), "error" (message)
+    wav: np.ndarray | None = None  # (S,) float32 at the model's rate
+    words: list = field(default_factory=list)
+    message: str = ""
+
+
+class Job:
+    def __init__(self, engine: Engine, voice, speed: float, sentences: list[str], more: bool, chars: int):
+        self.engine, self.voice, self.speed, self.chars = engine, voice, speed, chars
+        self.loop = asyncio.get_running_loop()
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.pending: deque[str] = deque(sentences)
+        self.more = more  # sentences may still be added (streamed text)
+        self.active = None  # the pieces of the sentence being sent
+        self.spoken = 0  # sentences begun
+        self.samples = 0  # audio sent so far, at the model's rate
+        self.cancelled = self.finished = self.failed = False
+        self.t0, self.first_audio = time.perf_counter(), None
+
+    def add(self, sentences: list[str], last: bool = False) -> None:
+        """More sentences of streamed text; ``last``: no more will come."""
+        with self.engine.cond:
+            self.pending.extend(sentences)
+            self.more = self.more and not last
+            self.engine.cond.notify()
+
+    def cancel(self) -> None:
+        with self.engine.cond:
+            self.cancelled = True
+            self.engine.cond.notify()
+
+    def emit(self, event: Event) -> None:
+        """From the worker thread: hand ``event`` to the request's loop."""
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+        except RuntimeError:  # its loop is closed: nobody is listening
+            self.cancelled = True
+
+
+class Engine:
+    def __init__(self, synth, max_batch: int = 16, max_jobs: int = 64, log=print):
+        self.synth, self.max_batch, self.max_jobs, self.log = synth, max_batch, max_jobs, log
+        cfg = synth.cfg
+        self.sample_rate, self.hop, self.r = cfg.audio.sample_rate, cfg.audio.hop_length, cfg.model.reduction
+        self.pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / self.hop) * self.hop, np.float32)
+        self.cond = threading.Condition()
+        # espeak-ng (the phonemizer) is not thread-safe: requests checking their text and the
+        # worker speaking take turns
+        self.text_lock = threading.Lock()
+        self.jobs: list[Job] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="myxtts-engine", daemon=True)
+        self.thread.start()
+
+    # ------------------------------------------------------------------------ requests
+    def sentences(self, text: str, field_name: str = "input") -> list[str]:
+        """Text → the sentences to speak, each one the model can read; a :class:`UserError` if
+        there is nothing speakable. Sentences of punctuation alone are left out."""
+        out = []
+        with self.text_lock:
+            for s in self.synth.sentences(text):
+                if not any(c.isalnum() for c in s):
+                    continue
+                self.synth.text.encode(s, warn=lambda m: None, normalized=True)  # raises what it cannot read
+                out.append(s)
+        if not out:
+            raise UserError(f"{field_name} has nothing speakable: {echo(text)}")
+        return out
+
+    def complete_part(self, text: str) -> int:
+        """How much of text still arriving ends in a finished sentence (its length)."""
+        ends = [m.end() for m in SENTENCE_DONE.finditer(text)]
+        return ends[-1] if ends else 0
+
+    def submit(self, voice, speed: float, sentences: list[str], more: bool = False, chars: int = 0) -> Job:
+        """Called from the request's event loop."""
+        with self.cond:
+            if len(self.jobs) >= self.max_jobs:
+                raise Busy(f"{len(self.jobs)} requests in flight, the most this server takes")
+            job = Job(self, voice, speed, sentences, more, chars)
+            self.jobs.append(job)
+            self.cond.notify()
+        return job
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.jobs)
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        self.thread.join(timeout=10)
+
+    # ------------------------------------------------------------------------ the worker
+    def _ready(self, job: Job) -> bool:
+        return job.cancelled or job.active is not None or bool(job.pending) or not job.more
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.stopping and not any(self._ready(j) for j in self.jobs):
+                    self.cond.wait()
+                if self.stopping:
+                    return
+                for j in [j for j in self.jobs if j.cancelled]:
+                    self._finish(j, "cancelled")
+                jobs = list(self.jobs)
+                starting = [(j, j.pending.popleft()) for j in jobs if j.active is None and j.pending]
+            if starting:
+                self._speak(starting)
+            self._next_pieces([j for j in jobs if j.active is not None and not j.cancelled])
+            with self.cond:
+                for j in jobs:
+                    if j.active is None and not j.pending and not j.more and not j.finished:
+                        self._finish(j, "failed" if j.failed else "done")  # its log line, then the client
+                        if not j.failed:
+                            j.emit(Event("done"))
+
+    def _finish(self, job: Job, how: str) -> None:
+        """Under the lock: drop ``job``, with its log line."""
+        job.finished = True
+        if job in self.jobs:
+            self.jobs.remove(job)
+        first = "-" if job.first_audio is None else f"{(job.first_audio - job.t0) * 1000:.0f} ms"
+        self.log(f"{how}: voice {job.voice.name}, {job.chars} characters, "
+                 f"{job.samples / self.sample_rate:.2f} s of audio, first audio after {first}")
+
+    def _speak(self, starting: list[tuple[Job, str]]) -> None:
+        """Speak the first sentence waiting in each of these jobs, batched by speed and length."""
+        s = self.synth
+        for speed in sorted({j.speed for j, _ in starting}):
+            group = [(j, t) for j, t in starting if j.speed == speed]
+            try:
+                with self.text_lock:
+                    spoken = speak(s.model, s.cfg, s.text, [t for _, t in group],
+                                   [j.voice.reference for j, _ in group], None, batch_size=self.max_batch,
+                                   normalized=True, say=lambda m: None, speed=speed)
+            except Exception as e:  # one bad batch must not stop the server
+                self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
+                for j, _ in group:
+                    self._fail(j)
+                continue
+            for (j, text), sp in zip(group, spoken):
+                if j.spoken:
+                    self._send(j, self.pause)
+                symbols = [s.text.vocab.symbols[i] for i in sp.ids]
+                j.emit(Event("words", words=timings.words(text, symbols, sp.attn, sp.mel.shape[0], self.r,
+                                                          self.hop / self.sample_rate, j.samples / self.sample_rate)))
+                # only a request's first sentence starts with a short piece: by a later one, the
+                # client has audio to play, and a full piece wastes less of its window on context
+                first = pieces.FIRST if not j.spoken else pieces.REST
+                j.active, j.spoken = pieces.Pieces(sp.mel, self.hop, first), j.spoken + 1
+
+    def _fail(self, job: Job) -> None:
+        job.emit(Event("error", message="the model could not speak this text"))
+        job.more, job.pending, job.active, job.failed = False, deque(), None, True
+
+    def _next_pieces(self, jobs: list[Job]) -> None:
+        """The next piece of each of these jobs' sentences: vocoded together where batching is on."""
+        windows = [j.active.window() for j in jobs]
+        try:
+            if self.max_batch > 1:
+                wavs = pieces.vocode(self.synth.to_wave, windows)
+            else:
+                wavs = [self.synth.to_wave(w) for w in windows]
+        except Exception as e:  # as in _speak: these requests end, the server goes on
+            self.log(f"error: turning {len(jobs)} piece(s) into audio failed: {type(e).__name__}: {e}")
+            for j in jobs:
+                self._fail(j)
+            return
+        for j, wav in zip(jobs, wavs):
+            self._send(j, j.active.take(wav))
+            if j.active.done:
+                j.active = None
+
+    def _send(self, job: Job, wav: np.ndarray) -> None:
+        if job.first_audio is None:
+            job.first_audio = time.perf_counter()
+        job.samples += wav.size
+        job.emit(Event("audio", wav=wav))

@@ -1,0 +1,78 @@
+"""The engine on its own: a batch that fails ends only its own requests, and every request's
+audio arrives in order, its words before their audio."""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from myxtts.infer import Synthesizer
+from myxtts.serve import engine as engine_module
+from myxtts.serve.engine import Engine
+from myxtts.serve.voices import NEUTRAL, Voice
+from myxtts.speak import neutral, with_latents
+
+
+@pytest.fixture(scope="module")
+def engine(served):
+    synth = Synthesizer(served.run, device="cpu", log=lambda m: None)
+    lines: list[str] = []
+    e = Engine(synth, max_batch=4, max_jobs=4, log=lines.append)
+    e.lines = lines
+    yield e
+    e.stop()
+
+
+async def collect(job) -> list:
+    out = []
+    while not out or out[-1].kind not in ("done", "error"):
+        out.append(await job.events.get())
+    return out
+
+
+def test_a_failing_batch_ends_only_its_own_requests(engine, monkeypatch):
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+    real = engine_module.speak
+
+    def speak(model, cfg, text, texts, *args, **kwargs):
+        if any("boom" in t for t in texts):
+            raise RuntimeError("boom")
+        return real(model, cfg, text, texts, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "speak", speak)
+
+    async def go():
+        bad = engine.submit(voice, 2.0, engine.sentences("Say boom now."), chars=13)  # its own speed: its own batch
+        good = engine.submit(voice, 1.0, engine.sentences("A first one. And a second one."), chars=30)
+        return await asyncio.gather(collect(bad), collect(good))
+
+    bad, good = asyncio.run(go())
+    assert [e.kind for e in bad] == ["error"]
+    kinds = [e.kind for e in good]
+    assert kinds[-1] == "done" and "error" not in kinds
+    # each sentence's words come before its audio: words, audio..., (pause) audio, words, audio...
+    assert kinds[0] == "words" and kinds.count("words") == 2
+    wav = np.concatenate([e.wav for e in good if e.kind == "audio"])
+    first, second = (e.words for e in good if e.kind == "words")
+    assert [w.word for w in first] == ["a", "first", "one"] and len(second) == 4
+    assert second[0].start >= first[-1].end + 0.25 and second[-1].end <= wav.size / engine.sample_rate + 1e-6
+    assert any(line.startswith("error: speaking 1 sentence(s) failed: RuntimeError: boom") for line in engine.lines)
+    assert any(line.startswith("done: voice neutral, 30 characters") for line in engine.lines)
+    assert any(line.startswith("failed: voice neutral, 13 characters") for line in engine.lines)
+
+
+def test_a_failing_vocoder_ends_the_requests_it_was_speaking_and_the_engine_goes_on(engine, monkeypatch):
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("vocoder down")
+
+    async def one(text):
+        return await collect(engine.submit(voice, 1.0, engine.sentences(text), chars=len(text)))
+
+    with monkeypatch.context() as m:
+        m.setattr(engine_module.pieces, "vocode", broken)
+        assert [e.kind for e in asyncio.run(one("Hello there."))] == ["words", "error"]
+    assert asyncio.run(one("Hello again."))[-1].kind == "done"
+    assert any("turning 1 piece(s) into audio failed: RuntimeError: vocoder down" in line for line in engine.lines)
