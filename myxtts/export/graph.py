@@ -4,9 +4,10 @@ Piper feeds ``input`` (B, N) = BOS, then each phoneme's id followed by the pad i
 ``input_lengths`` (B,); ``scales`` (3,) = noise_scale, length_scale, noise_w; and ``sid`` (B,)
 for a voice of several speakers. Inside the graph:
 
-1. the pads and BOS are dropped and every remaining id is looked up in a table of the model's
-   token ids (Piper's EOS becomes the model's end of sentence), the kept ids moved to the front
-   of their row by a sort, so rows of a batch may differ;
+1. every id is looked up in a table of the model's token ids (:mod:`myxtts.export.phonemes`:
+   Piper's EOS becomes the model's end of sentence; the pads, BOS and the phonemes read as
+   nothing are dropped), the kept ones moved to the front of their row by a sort, so rows of a
+   batch may differ;
 2. the text encoder, the duration predictor and the mel decoder run as
    :meth:`myxtts.models.duration_decoder.DurationDecoder.generate` runs them, the frame count
    kept a tensor instead of the host integer that method reads; the durations are scaled by
@@ -17,8 +18,9 @@ for a voice of several speakers. Inside the graph:
    run's vocoder with its inverse STFT in plain operators (:mod:`myxtts.export.istft`).
 
 ``noise_scale`` and ``noise_w`` are read and ignored: the duration decoder samples nothing.
-Outputs: ``output`` (B, 1, S) in [-1, 1] and ``durations`` (B, N), frames per input id (0 for
-the pads and BOS), the alignment Piper's runtime multiplies by ``hop_length``.
+Outputs: ``output`` (B, 1, S) in [-1, 1]; ``durations`` (B, N), frames per input id (0 for
+those dropped), the alignment Piper's runtime multiplies by ``hop_length``; and ``mel``
+(B, T, M), the log-mel the vocoder heard, which Piper ignores and a parity check reads.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from myxtts import audio
 from myxtts.models.aligner import durations_to_alignment
 from myxtts.models.layers import length_mask
 from myxtts.models.mel_decoder import generated_mel, normalize_mel
-from myxtts.text import EOS_ID, PAD_ID
+from myxtts.text import PAD_ID
 
 
 @torch.no_grad()
@@ -49,14 +51,14 @@ def speaker_latents(model, ref_mels: list[torch.Tensor]) -> torch.Tensor:
 
 class PiperGraph(nn.Module):
     def __init__(self, model, vocoder: nn.Module, latents: torch.Tensor, id_to_token: torch.Tensor,
-                 pad_id: int, bos_id: int, min_frames: int, hop: int):
+                 min_frames: int, hop: int):
         """``model``: a trained XTTS with the duration decoder; ``vocoder``: mel (B, T, M) → wav
         (B, T * hop) in exportable operators; ``latents`` (S, K, d) per speaker; ``id_to_token``
-        (num_symbols,) long: Piper id → model token id."""
+        (num_symbols,) long: Piper id → model token id, negative for an id to drop."""
         super().__init__()
         self.text_encoder, self.decoder, self.vocoder = model.text_encoder, model.decoder, vocoder
         self.max_frames = model.cfg.max_decoder_steps * model.cfg.reduction
-        self.r, self.pad_id, self.bos_id = model.cfg.reduction, pad_id, bos_id
+        self.r = model.cfg.reduction
         self.min_frames, self.hop = min_frames, hop
         self.register_buffer("latents", latents)
         self.register_buffer("id_to_token", id_to_token)
@@ -66,10 +68,11 @@ class PiperGraph(nn.Module):
         position (B, N)."""
         n = ids.shape[1]
         pos = torch.arange(n)[None, :]  # (1, N)
-        keep = (ids != self.pad_id) & (ids != self.bos_id) & (pos < lengths[:, None])  # (B, N)
+        mapped = self.id_to_token[ids]  # (B, N)
+        keep = (mapped >= 0) & (pos < lengths[:, None])  # (B, N)
         # Kept positions first, in order: sort by position, plus N for those dropped.
         order = torch.argsort(pos + n * (~keep).long(), dim=1)  # (B, N)
-        tokens = self.id_to_token[torch.gather(ids, 1, order)]  # (B, N)
+        tokens = torch.gather(mapped, 1, order)  # (B, N)
         lens = keep.sum(dim=1)  # (B,)
         tokens = torch.where(length_mask(lens, n), tokens, torch.full_like(tokens, PAD_ID))
         return tokens, lens, order
@@ -91,11 +94,11 @@ class PiperGraph(nn.Module):
         # As MelToWave: the mel cut to its length, padded with silence to the frames the
         # vocoder's STFT framing needs at least.
         t = lens.max()
-        mel = mel[:, :t]
+        mel = mel[:, :t]  # (B, T', M)
         short = torch.full_like(mel[:, :1], math.log(audio.LOG_FLOOR)).expand(-1, self.min_frames, -1)
-        mel = torch.cat([mel, short], dim=1)[:, :torch.maximum(t, torch.tensor(self.min_frames))]
-        wav = self.vocoder(mel)[:, :t * self.hop]  # (B, S)
+        padded = torch.cat([mel, short], dim=1)[:, :torch.maximum(t, torch.tensor(self.min_frames))]
+        wav = self.vocoder(padded)[:, :t * self.hop]  # (B, S)
         wav = wav * length_mask(lens * self.hop, wav.shape[1]).to(wav.dtype)  # silence past each row's end
-        # Frames per input id: each token's frames at its input position, 0 for pads and BOS.
+        # Frames per input id: each token's frames at its input position, 0 for those dropped.
         per_id = torch.zeros(ids.shape, dtype=torch.float32).scatter(1, order, dur.float())  # (B, N)
-        return wav.clamp(-1.0, 1.0)[:, None, :], per_id
+        return wav.clamp(-1.0, 1.0)[:, None, :], per_id, mel
