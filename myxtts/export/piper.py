@@ -58,22 +58,18 @@ class Exported:
 
 
 def parse_voice(arg: str) -> tuple[str, Path]:
-    """``NAME=FOLDER`` → (name, folder of reference clips), checked."""
+    """``NAME=FOLDER`` → (name, the folder's first sound file, the voice's reference), checked."""
     name, sep, folder = arg.partition("=")
     if not sep or not folder:
         raise UserError(f"--voice {arg}: give NAME=FOLDER (a folder of reference clips)")
-    path = Path(folder)
+    name, path = voice_json.check_name(name), Path(folder)
     if not path.is_dir():
-        raise UserError(f"--voice {voice_json.check_name(name)}={folder}: no such folder")
-    return voice_json.check_name(name), path
-
-
-def voice_from_folder(name: str, folder: Path, cfg, say) -> Voice:
-    clips = sorted(p for p in folder.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES)
+        raise UserError(f"--voice {name}={folder}: no such folder")
+    clips = sorted(p for p in path.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES)
     if not clips:
         raise UserError(f"--voice {name}={folder}: the folder holds no sound files "
                         f"({', '.join(AUDIO_SUFFIXES)})")
-    return Voice(name, speak.reference_from_file(clips[0], cfg, say), str(clips[0]))
+    return name, clips[0]
 
 
 def cache_voices(cache, cfg) -> list[Voice]:
@@ -184,7 +180,7 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
         if cache.vocab != Vocabulary(symbols):
             raise UserError(f"--data {data}: not the cache this run trained on (another vocabulary)")
     chosen = (cache_voices(cache, cfg) if cache is not None else []) + \
-        [voice_from_folder(name, folder, cfg, say) for name, folder in asked]
+        [Voice(name, speak.reference_from_file(clip, cfg, say), str(clip)) for name, clip in asked]
     if not chosen:
         chosen = [Voice("neutral", speak.neutral(cfg), "the neutral voice (no reference)")]
     names = [v.name for v in chosen]

@@ -24,7 +24,7 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def voice_run(tmp_path_factory) -> tuple[Path, Path]:
     """(run, cache): the LJSpeech clips prepared with two held out, and a run of the tiny model on
     their vocabulary with a vocoder in RUN/vocoder, both untrained (seeded): what the export
@@ -46,7 +46,7 @@ def voice_run(tmp_path_factory) -> tuple[Path, Path]:
     return run, root / "cache"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def clone_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("clone")
     shutil.copy(VOICES / "arctic_a0009_slt_female.wav", folder)
