@@ -47,7 +47,7 @@ def voice_config(*, sample_rate: int, hop_length: int, espeak_voice: str, phonem
     """The JSON as a dict; ``source``: where the weights came from (step, why those)."""
     return {
         "dataset": dataset,
-        "audio": {"sample_rate": sample_rate, "quality": "medium"},
+        "audio": {"sample_rate": sample_rate},
         "espeak": {"voice": espeak_voice},
         "language": language(espeak_voice),
         "inference": {"noise_scale": NOISE_SCALE, "length_scale": 1.0, "noise_w": NOISE_W},
