@@ -19,8 +19,8 @@ from myxtts.config import ConfigError
 from myxtts.errors import UserError
 
 # Command modules, in the order `--help` lists them.
-COMMANDS = ["prepare", "cache", "train", "synthesize", "serve", "eval", "monitor", "doctor", "profile", "tune",
-            "bench", "demo"]
+COMMANDS = ["prepare", "cache", "train", "synthesize", "serve", "eval", "export", "monitor", "doctor", "profile",
+            "tune", "bench", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

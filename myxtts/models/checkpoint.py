@@ -211,3 +211,63 @@ def load_model(path, device="cpu"):
     model = build_model(meta["kind"], cfg, len(vocab))
     _load_state(model, path, device)
     return model.to(device).eval(), cfg, vocab, meta
+
+
+METRICS = "metrics.jsonl"  # the run's log (train/log.py): eval_* figures at the steps evaluated
+BEST = "best"  # RUN/best/model.safetensors: the lowest validation loss (train/checkpoint.py)
+
+
+def _step_file(run: Path, step: int) -> Path:
+    return run / CHECKPOINTS / f"step-{step:08d}" / "model.safetensors"
+
+
+def _evaluated(run: Path) -> dict[int, tuple[float, float]]:
+    """Step → (held-out WER, speaker cosine) of the periodic evaluation, for the steps whose
+    weights are still kept; a later line for a step (a resumed run) wins."""
+    out = {}
+    try:
+        lines = (run / METRICS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a crash
+            continue
+        wer = rec.get("eval_wer")
+        if isinstance(wer, (int, float)) and _step_file(run, int(rec["step"])).is_file():
+            out[int(rec["step"])] = (float(wer), float(rec.get("eval_speaker_cosine") or 0.0))
+    return out
+
+
+def choose_weights(run_or_file, step: int | None = None) -> tuple[Path, str]:
+    """The weights a run is spoken with, and why those: ``step`` when given; else, where the
+    periodic evaluation (``train.eval_every``) scored kept checkpoints, the one with the lowest
+    held-out WER (the higher speaker similarity breaking ties), as that is what a listener hears;
+    else ``RUN/best`` (the lowest validation loss); else the newest checkpoint. A model file
+    is itself."""
+    p = Path(run_or_file)
+    if p.is_file():
+        if step is not None:
+            raise UserError(f"--step {step}: {p} is a model file, not a run")
+        return p, "the file given"
+    run = run_of(p) if p.exists() else None
+    if run is None or run != p.resolve():
+        return resolve_checkpoint(p), "the newest checkpoint"
+    if step is not None:
+        if not _step_file(run, step).is_file():
+            kept = sorted(int(d.name[5:]) for d in (run / CHECKPOINTS).glob("step-*") if _STEP_DIR.match(d.name))
+            raise UserError(f"--step {step}: {run} keeps no weights of that step (kept: "
+                            f"{', '.join(map(str, kept)) or 'none'})")
+        return _step_file(run, step), f"step {step}, as asked"
+    scored = _evaluated(run)
+    if scored:
+        best = min(scored, key=lambda s: (scored[s][0], -scored[s][1], -s))
+        wer, cos = scored[best]
+        return _step_file(run, best), (f"step {best}: the lowest held-out WER of the periodic evaluation "
+                                       f"({100 * wer:.1f}%, speaker cosine {cos:.3f}) among "
+                                       f"{len(scored)} scored checkpoint(s)")
+    if (run / BEST / "model.safetensors").is_file():
+        return run / BEST / "model.safetensors", ("the lowest validation loss (RUN/best; no periodic "
+                                                  "evaluation scored a kept checkpoint)")
+    return resolve_checkpoint(run), "the newest checkpoint (the run has neither periodic evaluation nor best weights)"

@@ -101,15 +101,20 @@ class VocosGenerator(nn.Module):
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
         """mel (B, T, n_mels) natural-log mel → wav (B, T * hop)."""
+        mag, phase = self.spectrum(mel)
+        # cos/sin of an unbounded phase: the head may wrap freely, as in the paper.
+        return self.istft(torch.complex(mag * torch.cos(phase), mag * torch.sin(phase)))
+
+    def spectrum(self, mel: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """mel (B, T, n_mels) → the STFT's magnitude and phase (B, n_fft/2+1, T), float32: the
+        network without its inverse STFT, which an exported graph writes in other ops."""
         x = self.embed(mel.transpose(1, 2))  # (B, C, T)
         x = self.norm(x.transpose(1, 2)).transpose(1, 2)
         for block in self.blocks:
             x = block(x)
         x = self.head(self.final_norm(x.transpose(1, 2))).transpose(1, 2).float()  # (B, N + 2, T)
         log_mag, phase = x.chunk(2, dim=1)  # (B, F, T) each
-        mag = torch.exp(log_mag.clamp(max=MAX_LOG_MAG))
-        # cos/sin of an unbounded phase: the head may wrap freely, as in the paper.
-        return self.istft(torch.complex(mag * torch.cos(phase), mag * torch.sin(phase)))
+        return torch.exp(log_mag.clamp(max=MAX_LOG_MAG)), phase
 
 
 def random_segments(mel: torch.Tensor, wav: torch.Tensor, mel_lens: torch.Tensor,

@@ -337,6 +337,35 @@ def _bench_serve(w: World, tmp: Path) -> None:
     assert all(r["failed"] == 0 and r["audio_s_per_s"] > 0 and r["first_audio_p50_ms"] > 0 for r in rows)
 
 
+@row("export")
+def _export(w: World, tmp: Path) -> None:
+    """The run as a Piper voice: its cache's speaker and a clone of VOICE (the first clip of its
+    folder), then Piper's own command speaking the clone, about as long as `synthesize` says it."""
+    voice = tmp / "voices" / "lj.onnx"
+    assert w.vocoder.is_dir()  # RUN/vocoder: carried without being named
+    r = ok(myxtts("export", "--checkpoint", w.run, "--format", "piper", "--data", w.cache,
+                  "--voice", f"male={VOICE.parent}", "--out", voice))
+    config = json.loads(voice.with_name("lj.onnx.json").read_text(encoding="utf-8"))
+    assert config["speaker_id_map"] == {"speaker": 0, "male": 1} and config["audio"]["sample_rate"] == SAMPLE_RATE
+    assert f"vocoder: {w.vocoder}" in r.stderr and "phoneme map coverage: 100.0 %" in r.stderr
+    assert f"{voice}\n" in r.stdout and "2 voice(s)" in r.stdout
+    pytest.importorskip("piper")  # piper-tts (GPL-3.0): a test dependency, `make test` installs it
+    said = tmp / "piper.wav"
+    p = subprocess.run([sys.executable, "-m", "piper", "-m", str(voice), "-s", "1", "-f", str(said)],
+                       input="Hello.\n", capture_output=True, text=True, cwd=tmp, env=ENV, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    heard, rate = sf.read(said, dtype="float32")
+    assert rate == SAMPLE_RATE and heard.ndim == 1 and np.isfinite(heard).all()
+    assert np.sqrt(np.mean(heard.astype(np.float64) ** 2)) > 0.01  # Piper scales each sentence to full range
+    # The weights it says it took (the run's best, which `synthesize RUN` does not pick), on a text
+    # short enough that the toy decoder cap does not split it into sentences joined by pauses.
+    weights = re.search(r"^weights: (.+?): ", r.stderr, re.M).group(1)
+    ours = tmp / "ours.wav"
+    ok(myxtts("synthesize", "--checkpoint", weights, "--text", "Hello.", "--reference", VOICE, "--out", ours))
+    frames = sf.info(str(ours)).frames
+    assert abs(heard.size / frames - 1) < 0.1, (heard.size, frames)
+
+
 @row("eval")
 def _eval(w: World, tmp: Path) -> None:
     from myxtts.evaluate import INSTALL_HINT, missing

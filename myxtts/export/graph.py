@@ -1,0 +1,104 @@
+"""The exported voice as one module: Piper's phoneme ids → audio, written for ``torch.onnx``.
+
+Piper feeds ``input`` (B, N) = BOS, then each phoneme's id followed by the pad id, then EOS;
+``input_lengths`` (B,); ``scales`` (3,) = noise_scale, length_scale, noise_w; and ``sid`` (B,)
+for a voice of several speakers. Inside the graph:
+
+1. every id is looked up in a table of the model's token ids (:mod:`myxtts.export.phonemes`:
+   Piper's EOS becomes the model's end of sentence; the pads, BOS and the phonemes read as
+   nothing are dropped), the kept ones moved to the front of their row by a sort, so rows of a
+   batch may differ;
+2. the text encoder, the duration predictor and the mel decoder run as
+   :meth:`myxtts.models.duration_decoder.DurationDecoder.generate` runs them, the frame count
+   kept a tensor instead of the host integer that method reads; the durations are scaled by
+   ``length_scale`` before rounding (1 gives exactly what ``myxtts synthesize`` speaks);
+3. the voice is a row of a table of reference-encoder latents, one per speaker, computed when
+   exporting from each speaker's reference clip (the reference encoder is not in the graph);
+4. the mel, cut to its length as :class:`myxtts.vocode.MelToWave` cuts it, goes through the
+   run's vocoder with its inverse STFT in plain operators (:mod:`myxtts.export.istft`).
+
+``noise_scale`` and ``noise_w`` are read and ignored: the duration decoder samples nothing.
+Outputs: ``output`` (B, 1, S) in [-1, 1]; ``durations`` (B, N), frames per input id (0 for
+those dropped), the alignment Piper's runtime multiplies by ``hop_length``; and ``mel``
+(B, T, M), the log-mel the vocoder heard, which Piper ignores and a parity check reads.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from myxtts import audio
+from myxtts.models.aligner import durations_to_alignment
+from myxtts.models.layers import length_mask
+from myxtts.models.mel_decoder import generated_mel, normalize_mel
+from myxtts.text import PAD_ID
+
+
+@torch.no_grad()
+def speaker_latents(model, ref_mels: list[torch.Tensor]) -> torch.Tensor:
+    """Each reference log-mel (Tr, n_mels) → the reference encoder's latents, stacked (S, K, d).
+    One at a time: a batch pads the shorter ones, and speak() encodes each reference alone."""
+    out = []
+    for mel in ref_mels:
+        frames = max(1, mel.shape[0])  # the neutral voice (Tr == 0): one frame, fully masked
+        padded = torch.full((1, frames, mel.shape[1]), math.log(audio.LOG_FLOOR))
+        padded[0, :mel.shape[0]] = mel
+        out.append(model.ref_encoder(normalize_mel(padded), torch.tensor([mel.shape[0]]))[0])
+    return torch.stack(out)
+
+
+class PiperGraph(nn.Module):
+    def __init__(self, model, vocoder: nn.Module, latents: torch.Tensor, id_to_token: torch.Tensor,
+                 min_frames: int, hop: int):
+        """``model``: a trained XTTS with the duration decoder; ``vocoder``: mel (B, T, M) → wav
+        (B, T * hop) in exportable operators; ``latents`` (S, K, d) per speaker; ``id_to_token``
+        (num_symbols,) long: Piper id → model token id, negative for an id to drop."""
+        super().__init__()
+        self.text_encoder, self.decoder, self.vocoder = model.text_encoder, model.decoder, vocoder
+        self.max_frames = model.cfg.max_decoder_steps * model.cfg.reduction
+        self.r = model.cfg.reduction
+        self.min_frames, self.hop = min_frames, hop
+        self.register_buffer("latents", latents)
+        self.register_buffer("id_to_token", id_to_token)
+
+    def tokens(self, ids: torch.Tensor, lengths: torch.Tensor):
+        """Piper ids (B, N) → model tokens (B, N), token_lens (B,), and each token's input
+        position (B, N)."""
+        n = ids.shape[1]
+        pos = torch.arange(n)[None, :]  # (1, N)
+        mapped = self.id_to_token[ids]  # (B, N)
+        keep = (mapped >= 0) & (pos < lengths[:, None])  # (B, N)
+        # Kept positions first, in order: sort by position, plus N for those dropped.
+        order = torch.argsort(pos + n * (~keep).long(), dim=1)  # (B, N)
+        tokens = torch.gather(mapped, 1, order)  # (B, N)
+        lens = keep.sum(dim=1)  # (B,)
+        tokens = torch.where(length_mask(lens, n), tokens, torch.full_like(tokens, PAD_ID))
+        return tokens, lens, order
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, scales: torch.Tensor,
+                sid: torch.Tensor | None = None):
+        tokens, token_lens, order = self.tokens(ids, lengths)
+        text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
+        lat = self.latents[sid] if sid is not None else self.latents[:1].expand(ids.shape[0], -1, -1)  # (B, K, d)
+        # DurationDecoder.generate, with the predicted frames scaled by length_scale; exp - 1 for
+        # its expm1, which ONNX lacks (they differ by float rounding, far from a half frame).
+        frames = ((torch.exp(self.decoder.log_durations(text, lat, text_mask)) - 1) * scales[1]).round()
+        dur = frames.clamp(min=1).long() * text_mask  # (B, Tt): every token spoken
+        lens = dur.sum(dim=1).clamp(max=self.max_frames)  # (B,)
+        n = torch.div(lens.max() + self.r - 1, self.r, rounding_mode="floor") * self.r  # frames, a multiple of r
+        align = durations_to_alignment(dur, n)  # (B, T, Tt)
+        _, post = self.decoder._decode(align, text, lat, lens)  # (B, T, M) normalised
+        mel = generated_mel(post, length_mask(lens, n))  # (B, T, M) raw log-mel, silence past lens
+        # As MelToWave: the mel cut to its length, padded with silence to the frames the
+        # vocoder's STFT framing needs at least.
+        t = lens.max()
+        mel = mel[:, :t]  # (B, T', M)
+        short = torch.full_like(mel[:, :1], math.log(audio.LOG_FLOOR)).expand(-1, self.min_frames, -1)
+        padded = torch.cat([mel, short], dim=1)[:, :torch.maximum(t, torch.tensor(self.min_frames))]
+        wav = self.vocoder(padded)[:, :t * self.hop]  # (B, S)
+        wav = wav * length_mask(lens * self.hop, wav.shape[1]).to(wav.dtype)  # silence past each row's end
+        # Frames per input id: each token's frames at its input position, 0 for those dropped.
+        per_id = torch.zeros(ids.shape, dtype=torch.float32).scatter(1, order, dur.float())  # (B, N)
+        return wav.clamp(-1.0, 1.0)[:, None, :], per_id, mel

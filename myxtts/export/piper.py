@@ -1,0 +1,213 @@
+"""A run → a Piper voice: ``NAME.onnx`` and ``NAME.onnx.json`` (``myxtts export --format piper``).
+
+What goes in: the weights :func:`myxtts.models.checkpoint.choose_weights` picks (the lowest
+held-out WER of the periodic evaluation where it ran), the run's own trained vocoder (a run
+without one is refused: Griffin-Lim has no place in a graph), and the voices: every speaker of
+the cache the run trained on (``--data``), each from the reference the evaluation gives it (its
+first training utterance), and each ``--voice NAME=FOLDER`` from the first clip of its folder,
+conditioned as ``myxtts synthesize --reference`` conditions a clip. Without either, the voice is
+the model's neutral voice.
+
+After writing, the graph is run once in onnxruntime on a sentence and compared with
+:func:`myxtts.speak.speak` on the same text and voice; the figures are printed and returned.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from myxtts import speak, vocode
+from myxtts.errors import UserError
+from myxtts.export import voice_json
+from myxtts.export.graph import PiperGraph, speaker_latents
+from myxtts.export.istft import ExportableVocoder
+from myxtts.export.phonemes import PhonemeMap, build, coverage
+from myxtts.models.checkpoint import choose_weights, load_model, run_of
+from myxtts.text import TextProcessor, Vocabulary
+
+OPSET = 17
+INPUTS = ["input", "input_lengths", "scales"]  # + "sid" for several speakers
+OUTPUTS = ["output", "durations", "mel"]
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+CHECK_SENTENCE = "This is how the exported voice sounds."
+INSTALL_HINT = "pip install 'myxtts[export]'"
+
+
+@dataclass
+class Voice:
+    name: str
+    reference: speak.Reference
+    source: str  # where it came from, for the report
+
+
+@dataclass
+class Exported:
+    onnx: Path
+    config: Path
+    voices: list[Voice]
+    weights: Path
+    why: str
+    coverage: str  # the coverage line, or why it was not measured
+    mel_mae: float  # ONNX against PyTorch on CHECK_SENTENCE, first voice
+    wav_max_diff: float
+
+
+def parse_voice(arg: str) -> tuple[str, Path]:
+    """``NAME=FOLDER`` → (name, the folder's first sound file, the voice's reference), checked."""
+    name, sep, folder = arg.partition("=")
+    if not sep or not folder:
+        raise UserError(f"--voice {arg}: give NAME=FOLDER (a folder of reference clips)")
+    name, path = voice_json.check_name(name), Path(folder)
+    if not path.is_dir():
+        raise UserError(f"--voice {name}={folder}: no such folder")
+    clips = sorted(p for p in path.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES)
+    if not clips:
+        raise UserError(f"--voice {name}={folder}: the folder holds no sound files "
+                        f"({', '.join(AUDIO_SUFFIXES)})")
+    return name, clips[0]
+
+
+def cache_voices(cache, cfg) -> list[Voice]:
+    """Every speaker of the cache, from its first training utterance (the evaluation's rule)."""
+    first: dict[int, int] = {}
+    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):
+        first.setdefault(int(cache.index.speaker[i]), i)
+    return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_mel(cache.mel(i), cfg),
+                  f"{cache.path} {cache.index.id[i]}") for s, i in sorted(first.items())]
+
+
+def load_acoustic(weights: Path, vocoder):
+    model, cfg, symbols, meta = load_model(weights, "cpu")
+    if meta["kind"] != "acoustic":
+        raise UserError(f"{weights} is a {meta['kind']} checkpoint; --checkpoint needs an acoustic model")
+    if cfg.model.decoder != "duration":
+        raise UserError(f"{weights}: a Piper voice needs the duration decoder (model.decoder=duration); "
+                        f"this run uses the {cfg.model.decoder} one")
+    if cfg.text.mode != "phonemes":
+        raise UserError(f"{weights}: a Piper voice reads espeak-ng phonemes; this run was trained on "
+                        f"text.mode={cfg.text.mode}")
+    to_wave = vocode.load(cfg.audio, vocoder, weights)
+    if to_wave.griffin_lim:
+        raise UserError("the run has no trained vocoder, and a Piper voice carries one: train it with "
+                        "`myxtts train --stage vocoder --data CACHE --out RUN/vocoder`, or name one with --vocoder")
+    return model, cfg, symbols, meta, to_wave
+
+
+def build_graph(model, cfg, to_wave, latents: torch.Tensor, pmap: PhonemeMap) -> PiperGraph:
+    a = cfg.audio
+    vocoder = ExportableVocoder(to_wave.vocoder, a.n_fft, a.hop_length).eval()
+    return PiperGraph(model, vocoder, latents, pmap.table(), a.n_fft // a.hop_length + 2,
+                      a.hop_length).eval()
+
+
+def write_onnx(graph: PiperGraph, path: Path, speakers: int) -> None:
+    ids = torch.tensor([[1, 0, 3, 0, 4, 0, 2]])  # a dummy sentence: its shape is not kept
+    args = [ids, torch.tensor([ids.shape[1]]), torch.tensor([0.667, 1.0, 0.8])]
+    names, axes = list(INPUTS), {"input": {0: "batch", 1: "phonemes"}, "input_lengths": {0: "batch"},
+                                 "output": {0: "batch", 2: "time"}, "durations": {0: "batch", 1: "phonemes"},
+                                 "mel": {0: "batch", 1: "frames"}}
+    if speakers > 1:
+        args.append(torch.tensor([0]))
+        names.append("sid")
+        axes["sid"] = {0: "batch"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the tracer's notes on shape arithmetic it records as such
+            torch.onnx.export(graph, tuple(args), str(tmp), input_names=names, output_names=OUTPUTS,
+                              dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        tmp.replace(path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def session(path: Path):
+    try:
+        import onnxruntime
+    except ImportError:
+        raise UserError(f"checking the exported voice needs onnxruntime: {INSTALL_HINT}") from None
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = torch.get_num_threads()
+    return onnxruntime.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(sess, ids: list[int], sid: int | None = None, length_scale: float = 1.0):
+    """One sentence of Piper ids through the graph → (wav (S,), durations (N,), mel (T, M))."""
+    feed = {"input": np.array([ids], dtype=np.int64), "input_lengths": np.array([len(ids)], dtype=np.int64),
+            "scales": np.array([0.667, length_scale, 0.8], dtype=np.float32)}
+    if sid is not None:
+        feed["sid"] = np.array([sid], dtype=np.int64)
+    wav, durations, mel = sess.run(OUTPUTS, feed)
+    return wav[0, 0], durations[0], mel[0]
+
+
+def parity(sess, model, cfg, text: TextProcessor, pmap: PhonemeMap, voice: Voice, to_wave,
+           multi: bool, sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
+    """ONNX against :func:`speak` on ``sentence`` in ``voice`` → (mel mean absolute error,
+    largest audio difference)."""
+    (spoken,) = speak.speak(model, cfg, text, [sentence], voice.reference, to_wave, say=lambda _: None)
+    ids = pmap.ids_of_tokens(text.encode(sentence, warn=lambda _: None))
+    wav, _, mel = run_onnx(sess, ids, 0 if multi else None)
+    if mel.shape != tuple(spoken.mel.shape):
+        raise RuntimeError(f"the exported graph made {mel.shape[0]} frames where PyTorch made {spoken.mel.shape[0]}")
+    mae = float(np.abs(mel - spoken.mel.numpy()).mean())
+    return mae, float(np.abs(wav - np.clip(spoken.wav, -1, 1)).max())
+
+
+def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, step: int | None = None,
+           say=print) -> Exported:
+    """Write ``out`` (``NAME.onnx``) and ``out.json``; see the module's docstring."""
+    out = Path(out)
+    if out.suffix != ".onnx":
+        raise UserError(f"--out {out}: a Piper voice is a NAME.onnx file")
+    asked = [parse_voice(v) for v in voices]  # before any work: a bad folder is one line at once
+    weights, why = choose_weights(checkpoint, step)
+    model, cfg, symbols, meta, to_wave = load_acoustic(weights, vocoder)
+    say(f"weights: {weights}: {why}")
+    say(f"vocoder: {to_wave.name}")
+    cache = None
+    if data is not None:
+        from myxtts.data.cache import Cache
+
+        cache = Cache(data)
+        if cache.vocab != Vocabulary(symbols):
+            raise UserError(f"--data {data}: not the cache this run trained on (another vocabulary)")
+    chosen = (cache_voices(cache, cfg) if cache is not None else []) + \
+        [Voice(name, speak.reference_from_file(clip, cfg, say), str(clip)) for name, clip in asked]
+    if not chosen:
+        chosen = [Voice("neutral", speak.neutral(cfg), "the neutral voice (no reference)")]
+    names = [v.name for v in chosen]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UserError(f"voice name {dup[0]!r} is given twice; each voice needs a name of its own")
+    pmap = build(symbols)
+    text = TextProcessor(cfg.text, Vocabulary(symbols))
+    graph = build_graph(model, cfg, to_wave, speaker_latents(model, [v.reference.mel for v in chosen]), pmap)
+    write_onnx(graph, out, len(chosen))
+    config_path = out.with_name(out.name + ".json")
+    source = {"weights": str(weights), "step": meta["step"], "chosen_because": why}
+    voice_json.write(config_path, voice_json.voice_config(
+        sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=cfg.text.language,
+        phoneme_id_map=pmap.piper_json(), num_symbols=pmap.num_symbols, speakers=names,
+        dataset=(run_of(weights) or weights.parent).name, source=source))
+    for i, v in enumerate(chosen):
+        say(f"voice {i if len(chosen) > 1 else '-'}: {v.name} ({v.source})")
+    if cache is not None:
+        held_out = [cache.index.text[int(i)] for i in cache.indices("val")]
+        line = coverage(pmap, held_out, text).line() + f" over {len(held_out)} held-out sentence(s)" \
+            if held_out else "phoneme map coverage: not measured (the cache holds no held-out sentences)"
+    else:
+        line = "phoneme map coverage: not measured (give --data CACHE to measure it on its held-out sentences)"
+    say(line)
+    mae, diff = parity(session(out), model, cfg, text, pmap, chosen[0], to_wave, len(chosen) > 1)
+    say(f"checked in onnxruntime against PyTorch: mel mean abs diff {mae:.2e}, audio max diff {diff:.2e}")
+    if not math.isfinite(mae):
+        raise RuntimeError("the exported graph gives no finite mel")
+    return Exported(out, config_path, chosen, weights, why, line, mae, diff)
