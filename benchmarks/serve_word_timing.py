@@ -50,7 +50,7 @@ def main() -> None:
     distances, later, rows = [], [], []  # later: all but each sentence's first word (both often 0)
     with TestClient(create_app(engine, voices)) as client:
         for i in val:
-            text, voice = cache.texts[i], cache.speakers[cache.speaker[i]]
+            text, voice = cache.index.text[i], cache.speakers[cache.index.speaker[i]]
             r = client.post("/v1/audio/speech", json={"model": "myxtts", "input": text, "voice": voice,
                                                       "response_format": "wav", "word_timestamps": True})
             got = r.json()
@@ -70,9 +70,9 @@ def main() -> None:
                                     "distance_ms": round(1000 * abs(o["start"] - h.start), 1)})
             distances += [m["distance_ms"] for m in matched]
             later += [m["distance_ms"] for m in matched if m["position"] > 0]
-            rows.append({"id": cache.ids[i], "text": text, "voice": voice, "our_words": len(ours),
+            rows.append({"id": cache.index.id[i], "text": text, "voice": voice, "our_words": len(ours),
                          "heard_words": len(heard), "matched": matched})
-            print(f"{cache.ids[i]}: {len(matched)}/{len(ours)} words matched; "
+            print(f"{cache.index.id[i]}: {len(matched)}/{len(ours)} words matched; "
                   + ", ".join(f"{m['word']} {m['distance_ms']:.0f}" for m in matched), flush=True)
     engine.stop()
     summary = {"sentences": len(rows), "words": sum(r["our_words"] for r in rows), "matched": len(distances),

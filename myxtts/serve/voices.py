@@ -37,7 +37,7 @@ def training_speakers(cache_path: Path, cfg, say) -> list[Voice]:
     cache = Cache(cache_path)
     first: dict[int, int] = {}
     for i in cache.indices("train"):
-        first.setdefault(int(cache.speaker[i]), int(i))
+        first.setdefault(int(cache.index.speaker[i]), int(i))
     return [Voice(cache.speakers[s], "training speaker",
                   speak.reference_from_mel(cache.mel(i), cfg)) for s, i in sorted(first.items())]
 

@@ -44,19 +44,23 @@ def test_without_the_extra_says_what_to_install(monkeypatch, capsys, tmp_path, m
     assert err.count("\n") == 1 and "pip install 'myxtts[eval]'" in err and dist in err
 
 
-class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with a held-out line
-    path = "cache"
-    ids = ["a1", "a2", "b1", "a3"]
-    texts = ["one", "two", "three", "four"]
-    speakers = ["anna", "ben"]
+class _Index:  # the index columns plan() reads
+    id = ["a1", "a2", "b1", "a3"]
+    text = ["one", "two", "three", "four"]
     speaker = [0, 0, 1, 0]
     val = [0, 1, 0, 1]
+
+
+class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with a held-out line
+    path = "cache"
+    index = _Index()
+    speakers = ["anna", "ben"]
 
     def __len__(self):
         return 4
 
     def indices(self, split):
-        return [i for i, v in enumerate(self.val) if v == (split == "val")]
+        return [i for i, v in enumerate(self.index.val) if v == (split == "val")]
 
 
 def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
