@@ -5,6 +5,7 @@ See :mod:`myxtts.serve`. Serves until Ctrl-C; one log line per request.
 from __future__ import annotations
 
 import os
+import signal
 
 from myxtts.commands.common import add_command, err
 from myxtts.errors import UserError
@@ -93,11 +94,18 @@ def run(args) -> int:
     err(f"serving {len(voices.names)} voice(s) ({', '.join(voices.names)}) on http://{args.host}:{args.port}"
         + (f" and Wyoming on {wyoming_uri}" if wyoming_uri else "")
         + (" (API key required)" if api_key else "") + "; Ctrl-C stops")
+    # SIGTERM (systemd, docker stop, a process manager) stops it as Ctrl-C does: uvicorn catches
+    # either, shuts down, restores the handlers it found and raises the signal again.
+    signal.signal(signal.SIGTERM, _as_ctrl_c)
     try:
         serve_forever(app, args.host, args.port, extra)
-    except KeyboardInterrupt:  # uvicorn stops on Ctrl-C, then raises it again: for a server, the way to stop
+    except KeyboardInterrupt:  # for a server, the way to stop
         pass
     finally:
         engine.stop()
     err("myxtts serve: stopped")
     return 0
+
+
+def _as_ctrl_c(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -104,6 +104,7 @@ def served(tmp_path_factory):
         assert time.time() < deadline, log.read_text()
         time.sleep(0.2)
     yield s
-    proc.send_signal(signal.SIGINT)  # Ctrl-C: a clean stop
+    proc.send_signal(signal.SIGTERM)  # how a service manager stops it (Ctrl-C: the every-command test)
     assert proc.wait(timeout=30) == 0, log.read_text()
-    assert "Traceback" not in log.read_text(), log.read_text()
+    text = log.read_text()
+    assert "Traceback" not in text and text.rstrip().endswith("myxtts serve: stopped"), text
