@@ -22,7 +22,7 @@ import torch
 
 from myxtts import audio, speak, vocode
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_model
+from myxtts.models.checkpoint import choose_weights, load_model
 from myxtts.speak import SILENT_DBFS, dbfs
 from myxtts.text import echo
 
@@ -93,11 +93,17 @@ def _device(name: str | None) -> torch.device:
 class Synthesizer:
     """Loads an acoustic checkpoint (and optionally a vocoder) once; synthesises many texts."""
 
-    def __init__(self, checkpoint, vocoder=None, device: str | None = None, log=print):
+    def __init__(self, checkpoint, vocoder=None, device: str | None = None, log=print,
+                 step: int | None = None):
+        """``checkpoint``: a run (its best weights, or those of ``step``: see
+        :func:`~myxtts.models.checkpoint.choose_weights`, whose choice is logged), a checkpoint
+        folder or a model file."""
         from myxtts.text import TextProcessor, Vocabulary  # the text front end of the checkpoint
 
         self.device, self.log = _device(device), log
-        self.model, self.cfg, symbols, self.meta = load_model(checkpoint, self.device)
+        weights, why = choose_weights(checkpoint, step)
+        log(f"weights: {weights}: {why}")
+        self.model, self.cfg, symbols, self.meta = load_model(weights, self.device)
         if self.meta["kind"] != "acoustic":
             raise UserError(f"{self.meta['path']} is a {self.meta['kind']} checkpoint; "
                             "--checkpoint needs an acoustic model")

@@ -52,6 +52,16 @@ def add_data(p, required: bool = True, more: str = "") -> None:
                    help="cache written by `myxtts prepare`" + more)
 
 
+def add_checkpoint(p) -> None:
+    """``--checkpoint`` and ``--step``, as every command that speaks a run takes them: a run's
+    weights are chosen by :func:`myxtts.models.checkpoint.choose_weights`, and said."""
+    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
+                   help="a run directory (its best weights: the lowest held-out WER of the periodic "
+                        "evaluation, else the lowest validation loss, else the newest checkpoint), a "
+                        "checkpoint folder or a .safetensors file")
+    p.add_argument("--step", type=int, metavar="N", help="a run's weights of step N instead of its best")
+
+
 def add_seed_device(p) -> None:
     """The options of every command that synthesizes: the pre-net dropout's seed, the device and
     the mel-to-audio step."""

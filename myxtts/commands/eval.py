@@ -7,15 +7,14 @@ Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits
 """
 from __future__ import annotations
 
-from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, check_output, err
+from myxtts.commands.common import EXIT_OK, add_checkpoint, add_command, add_seed_device, check_output, err
 
 
 def add_parser(sub) -> None:
     p = add_command(sub, "eval", "measure intelligibility, voice similarity and robustness",
                     "Synthesize the held-out split and score it with an offline ASR and a "
                     "speaker encoder (needs: pip install 'myxtts[eval]').")
-    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
-                   help="a run directory (newest checkpoint) or a .safetensors file")
+    add_checkpoint(p)
     p.add_argument("--data", metavar="CACHE",
                    help="the cache the model was trained on (default: the cache beside a demo run)")
     p.add_argument("--out", default="eval", metavar="DIR", help="where eval.json, eval.html and audio/ go")
@@ -37,7 +36,8 @@ def run(args) -> int:
     require()  # a missing extra is the first thing to say
     check_output(args.out, "--out", folder=True)  # before minutes of synthesis and ASR
     summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
-                                  args.device, args.asr_model, args.seed, log=err, split=args.split)
+                                  args.device, args.asr_model, args.seed, log=err, split=args.split,
+                                  step=args.step)
     nm = summary["not_measured"]
     for key, (label, kind) in LABELS.items():
         v = summary.get(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from myxtts.commands.common import EXIT_OK, add_command, check_output, err
+from myxtts.commands.common import EXIT_OK, add_checkpoint, add_command, check_output, err
 
 FORMATS = ("piper",)
 
@@ -16,9 +16,7 @@ def add_parser(sub) -> None:
     p = add_command(sub, "export", "write a run's voice for another runtime (Piper)",
                     "Export a trained run as a Piper voice: NAME.onnx (ids to audio, the run's vocoder "
                     "inside) and NAME.onnx.json.")
-    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
-                   help="a run directory (its best weights: lowest held-out WER of the periodic evaluation, "
-                        "else lowest validation loss) or a .safetensors file")
+    add_checkpoint(p)
     p.add_argument("--format", required=True, choices=FORMATS, help="the voice format")
     p.add_argument("--out", required=True, metavar="DIR/NAME.onnx", help="the voice file; NAME.onnx.json "
                                                                           "is written beside it")
@@ -28,7 +26,6 @@ def add_parser(sub) -> None:
     p.add_argument("--voice", action="append", default=[], metavar="NAME=FOLDER",
                    help="add a cloned voice from a folder of reference clips (its first clip, as "
                         "`synthesize --reference` uses one); repeatable")
-    p.add_argument("--step", type=int, help="export the weights of this step instead of the best")
     p.add_argument("--vocoder", metavar="RUN_OR_FILE",
                    help="vocoder run or file (default: the run's own RUN/vocoder)")
     p.set_defaults(func=run)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
-from myxtts.commands.common import add_command, err
+from myxtts.commands.common import add_checkpoint, add_command, err
 from myxtts.errors import UserError
 
 API_KEY_ENV = "MYXTTS_API_KEY"
@@ -18,8 +18,7 @@ def add_parser(sub) -> None:
                     "Serve a trained model over HTTP (POST /v1/audio/speech, the OpenAI speech API; "
                     "GET /v1/audio/voices; GET /health) and, with --wyoming, Home Assistant's "
                     "Wyoming protocol. Concurrent requests are decoded together and streamed back.")
-    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
-                   help="a run directory (newest checkpoint) or a .safetensors file")
+    add_checkpoint(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port")
     p.add_argument("--voices", metavar="DIR",
@@ -83,7 +82,7 @@ def run(args) -> int:
     from myxtts.serve.openai_api import create_app, serve_forever
 
     engine, voices = build(args.checkpoint, args.vocoder, args.device, args.data, args.voices,
-                           args.max_batch, args.max_requests, log=err)
+                           args.max_batch, args.max_requests, log=err, step=args.step)
     app = create_app(engine, voices, api_key, log=err)
     extra = None
     if wyoming_uri:

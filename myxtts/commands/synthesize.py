@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from myxtts.commands.common import EXIT_OK, add_command, add_seed_device, err
+from myxtts.commands.common import EXIT_OK, add_checkpoint, add_command, add_seed_device, err
 from myxtts.errors import UserError
 from myxtts.infer import Synthesizer
 
@@ -12,8 +12,7 @@ from myxtts.infer import Synthesizer
 def add_parser(sub) -> None:
     p = add_command(sub, "synthesize", "text (+ reference voice) to speech",
                     "Synthesise speech with a trained checkpoint.")
-    p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
-                   help="a run directory (newest checkpoint) or a .safetensors file")
+    add_checkpoint(p)
     p.add_argument("--text", help="the sentence to say")
     p.add_argument("--texts", metavar="FILE", help="a text file, one sentence per line")
     p.add_argument("--reference", metavar="WAV",
@@ -50,7 +49,7 @@ def run(args) -> int:
     if args.batch_size < 1:
         raise UserError("--batch-size must be at least 1")
     t0 = time.perf_counter()
-    synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err)
+    synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err, step=args.step)
     results = synth.synthesize_to_file(texts, args.out, args.reference, args.seed, args.batch_size)
     for res in results:
         print(f"{res.path}  {res.seconds:.2f} s")

@@ -30,14 +30,14 @@ def default_data(checkpoint: str | Path) -> Path:
 
 def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
                         device: str | None = None, asr_model=None, seed: int = 0, log=print,
-                        split: str = "val") -> dict:
+                        split: str = "val", step: int | None = None) -> dict:
     """Synthesize, score and report; → the summary written to ``out/eval.json``."""
     require()  # before loading anything: a missing extra is the first thing to say
     from myxtts.infer import Synthesizer
 
     if limit is not None and limit < 1:
         raise UserError("--limit must be at least 1")
-    synth = Synthesizer(checkpoint, vocoder, device, log=log)
+    synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
     data = Path(data) if data is not None else default_data(checkpoint)
     cache = Cache(data)
     diff = [f"audio.{k}: {getattr(cache.audio_cfg, k)} in the cache, {getattr(synth.cfg.audio, k)} "

@@ -252,8 +252,11 @@ def choose_weights(run_or_file, step: int | None = None) -> tuple[Path, str]:
             raise UserError(f"--step {step}: {p} is a model file, not a run")
         return p, "the file given"
     run = run_of(p) if p.exists() else None
-    if run is None or run != p.resolve():
-        return resolve_checkpoint(p), "the newest checkpoint"
+    if run is None or run != p.resolve():  # a checkpoint folder, or weights outside a run
+        if step is not None:
+            raise UserError(f"--step {step}: {p} is not a run folder (it has no checkpoints/)")
+        weights = resolve_checkpoint(p)
+        return weights, "the folder given" if weights.parent == p else "the newest checkpoint"
     if step is not None:
         if not _step_file(run, step).is_file():
             kept = sorted(int(d.name[5:]) for d in (run / CHECKPOINTS).glob("step-*") if _STEP_DIR.match(d.name))

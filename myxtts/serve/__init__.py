@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def build(checkpoint, vocoder=None, device=None, data=None, voices_dir=None, max_batch: int = 16,
-          max_jobs: int = 64, log=print):
+          max_jobs: int = 64, log=print, step: int | None = None):
     """Load the model, its vocoder and the voices once; start the engine → (engine, voices)."""
     from myxtts.errors import UserError
     from myxtts.evaluate.suite import default_data
@@ -20,7 +20,7 @@ def build(checkpoint, vocoder=None, device=None, data=None, voices_dir=None, max
     from myxtts.serve.voices import load_voices
     from myxtts.vocode import GRIFFIN_LIM_NOTE
 
-    synth = Synthesizer(checkpoint, vocoder, device, log=log)
+    synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
     if data is None:
         try:
             data = default_data(checkpoint)  # the cache beside a demo run

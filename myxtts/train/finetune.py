@@ -38,8 +38,7 @@ from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse
 from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import describe
-from myxtts.train import checkpoint as ckpt
+from myxtts.models.checkpoint import choose_weights, describe
 
 SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone
@@ -73,17 +72,15 @@ class Source:
 
 def find(path, stage: str | None = None) -> Source:
     """SRC as given to ``--init-from``: a model file, a folder holding one (a checkpoint, or a
-    run's ``best/``), or a run folder (its best weights, else its newest checkpoint). With a
+    run's ``best/``), or a run folder (its best weights by ``choose_weights``). With a
     ``stage``, weights of the other stage are refused."""
     p = Path(path)
     if p.is_dir():
-        last = ckpt.latest(p)
-        tried = [p / "model.safetensors", p / "best" / "model.safetensors",
-                 *([last / "model.safetensors"] if last is not None else [])]
-        file = next((f for f in tried if f.is_file()), None)
-        if file is None:
+        try:
+            file, _ = choose_weights(p)  # a run's best weights, as every command speaks them
+        except UserError:
             raise UserError(f"{path}: no weights there (expected a run folder with "
-                            "best/ or checkpoints/, a checkpoint folder, or a model.safetensors file)")
+                            "best/ or checkpoints/, a checkpoint folder, or a model.safetensors file)") from None
     elif p.is_file():
         file = p
     else:

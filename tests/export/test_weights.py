@@ -1,4 +1,4 @@
-"""Which weights a run is exported (spoken) with: the lowest held-out WER where the periodic
+"""Which weights a run is spoken (and exported) with: the lowest held-out WER where the periodic
 evaluation scored kept checkpoints, else the lowest validation loss, else the newest."""
 import json
 import shutil
@@ -49,3 +49,23 @@ def test_a_step_asked_for(run):
     assert choose_weights(run, 6)[0].parent.name == "step-00000006"
     with pytest.raises(UserError, match="kept: 4, 6, 8"):
         choose_weights(run, 5)
+
+
+def test_every_way_of_speaking_a_run_takes_the_same_weights_and_says_why(run):
+    """synthesize, serve and eval load through Synthesizer; --init-from through finetune.find."""
+    from myxtts.infer import Synthesizer
+    from myxtts.train.finetune import find
+
+    log(run, {"step": 6, "loss": None, "eval_wer": 0.2}, {"step": 8, "loss": None, "eval_wer": 0.4})
+    said: list[str] = []
+    synth = Synthesizer(run, "griffin-lim", "cpu", log=said.append)
+    chosen = run / "checkpoints" / "step-00000006" / "model.safetensors"
+    assert synth.meta["path"] == str(chosen)
+    assert said[0] == f"weights: {chosen}: step 6: the lowest held-out WER of the periodic evaluation " \
+                      "(20.0%, speaker cosine 0.000) among 2 scored checkpoint(s)"
+    assert find(run).path == chosen.resolve()
+    said.clear()
+    Synthesizer(run, "griffin-lim", "cpu", log=said.append, step=4)
+    assert said[0].endswith("step-00000004/model.safetensors: step 4, as asked")
+    with pytest.raises(UserError, match="is not a run folder"):
+        choose_weights(run / "checkpoints" / "step-00000004", 4)
