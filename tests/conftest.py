@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +23,17 @@ LJSPEECH = FIXTURES / "ljspeech"
 REFERENCE_VOICES = FIXTURES / "reference_voices"
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of toy-sized models: their matrices are too small to gain
+    much from two, on a busy machine OpenMP's spinning barriers make two threads up to 10x slower
+    (measured), and results are identical from run to run."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture

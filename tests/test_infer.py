@@ -23,6 +23,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 MALE_16K = FIXTURES / "reference_voices" / "arctic_a0007_male.wav"
 FEMALE_16K = FIXTURES / "reference_voices" / "arctic_a0009_slt_female.wav"
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
@@ -44,12 +46,6 @@ def run_dir(tmp_path_factory):
     return run
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices; and robust to a busy machine (see tests/models)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

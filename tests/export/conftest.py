@@ -17,11 +17,8 @@ VOICES = ROOT / "tests" / "fixtures" / "reference_voices"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # toy matrices; and robust to a busy machine (see tests/models)
-    yield
-    torch.set_num_threads(n)
+def _one_thread(one_thread):
+    pass
 
 
 @pytest.fixture(scope="session")

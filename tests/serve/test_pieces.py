@@ -13,13 +13,7 @@ from myxtts.models.vocoder import build_generator
 from myxtts.serve import encode, pieces, timings
 from myxtts.vocode import MelToWave
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # small convolutions; and robust to a busy machine (see tests/models)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
