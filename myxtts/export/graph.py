@@ -32,21 +32,8 @@ from torch import nn
 from myxtts import audio
 from myxtts.models.aligner import durations_to_alignment
 from myxtts.models.layers import length_mask
-from myxtts.models.mel_decoder import generated_mel, normalize_mel
+from myxtts.models.mel_decoder import generated_mel
 from myxtts.text import PAD_ID
-
-
-@torch.no_grad()
-def speaker_latents(model, ref_mels: list[torch.Tensor]) -> torch.Tensor:
-    """Each reference log-mel (Tr, n_mels) → the reference encoder's latents, stacked (S, K, d).
-    One at a time: a batch pads the shorter ones, and speak() encodes each reference alone."""
-    out = []
-    for mel in ref_mels:
-        frames = max(1, mel.shape[0])  # the neutral voice (Tr == 0): one frame, fully masked
-        padded = torch.full((1, frames, mel.shape[1]), math.log(audio.LOG_FLOOR))
-        padded[0, :mel.shape[0]] = mel
-        out.append(model.ref_encoder(normalize_mel(padded), torch.tensor([mel.shape[0]]))[0])
-    return torch.stack(out)
 
 
 class PiperGraph(nn.Module):

@@ -24,7 +24,7 @@ import torch
 from myxtts import speak, vocode
 from myxtts.errors import UserError
 from myxtts.export import voice_json
-from myxtts.export.graph import PiperGraph, speaker_latents
+from myxtts.export.graph import PiperGraph
 from myxtts.export.istft import ExportableVocoder
 from myxtts.export.phonemes import PhonemeMap, build, coverage
 from myxtts.models.checkpoint import choose_weights, load_model, run_of
@@ -189,7 +189,8 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
         raise UserError(f"voice name {dup[0]!r} is given twice; each voice needs a name of its own")
     pmap = build(symbols)
     text = TextProcessor(cfg.text, Vocabulary(symbols))
-    graph = build_graph(model, cfg, to_wave, speaker_latents(model, [v.reference.mel for v in chosen]), pmap)
+    latents = torch.stack([speak.with_latents(model, v.reference).latents for v in chosen])  # (S, K, d)
+    graph = build_graph(model, cfg, to_wave, latents, pmap)
     write_onnx(graph, out, len(chosen))
     config_path = out.with_name(out.name + ".json")
     source = {"weights": str(weights), "step": meta["step"], "chosen_because": why}
