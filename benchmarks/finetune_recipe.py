@@ -32,8 +32,8 @@ import torch
 from myxtts.data.cache import Cache
 from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import Listener, evaluate, plan, recording
-from myxtts.evaluate.speaker import cosine
 from myxtts.infer import Synthesizer
+from myxtts.speaker import cosine
 
 PER_VOICE = 8  # recordings per voice centroid
 

@@ -77,6 +77,14 @@ def normalize_loudness(wav: np.ndarray, target_dbfs: float) -> np.ndarray:
     return (wav * gain).astype(np.float32)
 
 
+def change_speed(wav: np.ndarray, speed: float, sample_rate: int) -> np.ndarray:
+    """``wav`` played ``speed`` times as fast: tempo, pitch and formants all scaled by ``speed``
+    (resampled to ``sample_rate / speed`` and read at ``sample_rate``; Kaldi's speed perturbation)."""
+    if speed == 1.0:
+        return wav
+    return soxr.resample(wav, sample_rate, sample_rate / speed, quality="HQ").astype(np.float32)
+
+
 def preprocess(wav: np.ndarray, cfg: AudioConfig) -> np.ndarray:
     """The per-clip conditioning applied at prepare time (and to reference clips at inference)."""
     if cfg.trim_silence:

@@ -76,6 +76,9 @@ class DataConfig:
     prefetch_factor: int = _f(4, lo=1, hi=64)
     pin_memory: bool = _f(True)
     on_the_fly: bool = _f(False, help="read raw audio and compute mels on the device")
+    pseudo_speakers: int = _f(0, lo=0, hi=8, help="prepare: each training voice also at this many "
+                              "speeds (0.9, 1.1, 0.8, 1.2, ...), each a new voice with its own "
+                              "references: more voices for the reference encoder to learn from")
 
     @property
     def fixed_budget(self) -> int:
@@ -97,6 +100,9 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
+    speaker_embedding: str = _f("none", choices=["none", "ge2e"], help="ge2e: condition also on the "
+                                "reference's GE2E embedding (an encoder trained on 8,371 voices; needs "
+                                "resemblyzer), one more latent beside the learned ones")
     decoder: str = _f("duration", choices=["autoregressive", "duration"],
                       help="duration: every frame at once from aligned text and learned token "
                       "durations (the one that says new sentences); autoregressive: XTTS's mel "

@@ -8,7 +8,8 @@ The reference rule is the one training follows: the model saw ``data.ref_seconds
 utterance of the speaker (see :mod:`myxtts.data.dataset`), so a longer reference is cut to its
 first ``data.ref_seconds``, and a clip from a file says so. No reference is the *neutral voice*:
 the reference fully masked out, the resampler's learned latents alone condition the decoder
-(trained through ``model.ref_dropout``).
+(trained through ``model.ref_dropout``). A model with ``model.speaker_embedding=ge2e`` also
+hears the reference's GE2E embedding, of the whole clip as training did (:func:`voice_embedding`).
 
 The same text, reference and seed give the same audio on every path: each batch draws from a
 fresh CPU generator seeded with ``seed`` (the same on any device), and a text spoken alone is a
@@ -44,6 +45,7 @@ class Reference:
 
     mel: torch.Tensor  # (Tr, n_mels) log-mel on the CPU; Tr == 0: the neutral voice
     latents: torch.Tensor | None = None  # (K, d) its conditioning, where computed once (with_latents)
+    embedding: torch.Tensor | None = None  # (256,) GE2E embedding, for a model conditioned on one
 
     @property
     def frames(self) -> int:
@@ -55,7 +57,37 @@ def with_latents(model, ref: Reference) -> Reference:
     ``speak`` then skips the reference encoder for it."""
     device = next(model.parameters()).device
     mel, lens = _batch([ref], ref.mel.shape[1])  # (1, Tr, M): as speak batches it
-    return Reference(ref.mel, model.voice_latents(mel.to(device), lens.to(device))[0].float().cpu())
+    emb = _embeddings([ref], getattr(getattr(model, "cfg", None), "speaker_embedding", "none"))
+    latents = model.voice_latents(mel.to(device), lens.to(device),
+                                  **{k: v.to(device) for k, v in emb.items()})
+    return Reference(ref.mel, latents[0].float().cpu(), ref.embedding)
+
+
+def voice_embedding(wavs: list[np.ndarray], cfg) -> torch.Tensor | None:
+    """Clips of one voice (float waveforms at ``cfg.audio.sample_rate``) → the (256,) unit GE2E
+    embedding a ``model.speaker_embedding=ge2e`` model is conditioned on (the mean over clips),
+    computed as :mod:`myxtts.data.embeddings` computes it for training; None for other models."""
+    if cfg.model.speaker_embedding != "ge2e":
+        return None
+    from myxtts.speaker import shared_encoder
+
+    embs = [e for e in (shared_encoder().embed(w, cfg.audio.sample_rate) for w in wavs) if e is not None]
+    if not embs:
+        return None
+    e = np.mean(embs, axis=0)
+    return torch.from_numpy((e / np.linalg.norm(e)).astype(np.float32))
+
+
+def _embeddings(refs: list[Reference], kind: str) -> dict:
+    """{"ref_emb": (B, 256)} for a model conditioned on speaker embeddings (``kind``:
+    ``model.speaker_embedding``), else {} (the neutral voice's row is zeros, as training's
+    dropped references are)."""
+    if kind != "ge2e":
+        return {}
+    from myxtts.speaker import DIM
+
+    return {"ref_emb": torch.stack([r.embedding if r.embedding is not None else torch.zeros(DIM)
+                                    for r in refs])}
 
 
 def neutral(cfg) -> Reference:
@@ -63,16 +95,23 @@ def neutral(cfg) -> Reference:
 
 
 def reference_from_mel(mel, cfg, say: Callable[[str], None] | None = None,
-                       what: str = "reference") -> Reference:
-    """A log-mel ``(T, n_mels)`` → its first ``data.ref_seconds``, the length training showed the
-    model. With ``say``, a cut is reported."""
+                       what: str = "reference", embedding: torch.Tensor | None = None) -> Reference:
+    """A log-mel ``(T, n_mels)`` (and its clip's :func:`voice_embedding`) → its first
+    ``data.ref_seconds``, the length training showed the model. With ``say``, a cut is reported."""
     n = ref_frames_for(cfg.audio, cfg.data.ref_seconds)
     mel = torch.as_tensor(np.asarray(mel, dtype=np.float32))
     if mel.shape[0] > n and say is not None:
         hop_s = cfg.audio.hop_length / cfg.audio.sample_rate
         say(f"note: {what} is {mel.shape[0] * hop_s:.1f} s long; using its first "
             f"{cfg.data.ref_seconds:g} s, the length the model was trained with (data.ref_seconds)")
-    return Reference(mel[:n].contiguous())
+    return Reference(mel[:n].contiguous(), embedding=embedding)
+
+
+def reference_from_cache(cache, i: int, cfg) -> Reference:
+    """Utterance ``i`` of a prepared cache as the voice (eval, training samples, a run's voices)."""
+    emb = voice_embedding([cache.wav(i).astype(np.float32) / 32768.0], cfg) \
+        if cfg.model.speaker_embedding == "ge2e" else None
+    return reference_from_mel(cache.mel(i), cfg, embedding=emb)
 
 
 def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> Reference:
@@ -93,7 +132,8 @@ def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> 
     if seconds < MIN_REF_SECONDS:
         raise UserError(f"reference {path} is too short ({seconds:.2f} s of sound after trimming); "
                         f"give {cfg.data.ref_seconds:g} s or more of clear speech")
-    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}")
+    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}",
+                              voice_embedding([wav], cfg))
 
 
 @dataclass
@@ -151,7 +191,8 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
             tokens[j, :len(ids[i])] = torch.tensor(ids[i])
         ref_mel, ref_lens = _batch([refs[i] for i in idx], cfg.audio.n_mels)
         kept = [refs[i].latents for i in idx]
-        cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else {}
+        cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else \
+            {k: v.to(device) for k, v in _embeddings([refs[i] for i in idx], cfg.model.speaker_embedding).items()}
         gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
         t0 = time.perf_counter()
         mel, lens, attn = model.generate(

@@ -1,6 +1,7 @@
 """One way to speak: `synthesize`, `eval` and the training samples give the same audio for the
 same text, reference and seed, with the reference cut as training cut it."""
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +94,48 @@ def test_a_voice_conditioned_once_speaks_as_one_conditioned_each_time(setup):
         once = speak(synth.model, cfg, synth.text, texts, kept, None, batch_size=2)
         for a, b in zip(again, once):
             assert a.wav is None and a.mel.shape == b.mel.shape and torch.allclose(a.mel, b.mel, atol=1e-4)
+
+
+def test_a_reference_carries_its_speaker_embedding_for_a_model_conditioned_on_one(setup):
+    from myxtts.data import embeddings
+    from myxtts.speak import reference_from_cache, reference_from_file
+
+    root, cache, synth = setup
+    plain, ge2e = load("tiny"), load("tiny", ["model.speaker_embedding=ge2e"])
+    clip = Path(__file__).parent / "fixtures" / "reference_voices" / "arctic_a0009_slt_female.wav"
+    ref = reference_from_file(clip, ge2e)
+    assert ref.embedding.shape == (256,) and ref.embedding.dtype == torch.float32
+    assert abs(float(ref.embedding.norm()) - 1) < 1e-5
+    bare = reference_from_file(clip, plain)
+    assert bare.embedding is None and torch.equal(bare.mel, ref.mel)  # the same mel either way
+    assert reference_from_cache(cache, 0, plain).embedding is None
+    # a clip at synthesis is embedded as its stored copy was for training (up to int16 and float16)
+    i = cache.index.id.index("LJ001-0004")
+    trained = torch.from_numpy(embeddings.ensure(cache, progress=False)[i])
+    for said in (reference_from_cache(cache, i, ge2e), reference_from_file(LJ / "wavs" / "LJ001-0004.wav", ge2e)):
+        assert torch.allclose(said.embedding, trained, atol=3e-3)
+    assert float(ref.embedding @ trained) < 0.8  # another voice
+
+
+def test_a_saved_model_conditioned_on_embeddings_speaks_in_a_files_voice(setup, tmp_path):
+    from myxtts.speak import reference_from_file
+
+    root, cache, _ = setup
+    cfg = load("tiny", ["model.speaker_embedding=ge2e"])
+    torch.manual_seed(0)
+    model = XTTS(cfg.model, len(cache.vocab), cfg.audio.n_mels)
+    with torch.no_grad():
+        model.speaker_proj.weight.mul_(50)  # heard as a trained model's (see models/test_speaker_embedding)
+    save_model(tmp_path / "run" / "checkpoints" / "step-00000001" / "model.safetensors", model, cfg,
+               cache.vocab.symbols, step=1)
+    synth = Synthesizer(tmp_path / "run", vocoder="griffin-lim", device="cpu", log=lambda m: None)
+    assert synth.cfg.model.speaker_embedding == "ge2e"
+    assert torch.equal(synth.model.speaker_proj.weight, model.speaker_proj.weight)
+    clips = sorted((Path(__file__).parent / "fixtures" / "reference_voices").glob("*.wav"))
+    said = [synth.synthesize(["in being comparatively modern."], reference=clip)[0] for clip in clips]
+    assert all(s.wav.size > 0 for s in said)
+    refs = [reference_from_file(clip, synth.cfg) for clip in clips]
+    assert all(r.embedding is not None for r in refs)
+    # the same mel from the file's reference, without its embedding, is another voice
+    bare = synth.synthesize(["in being comparatively modern."], reference=replace(refs[0], embedding=None))[0]
+    assert bare.wav.shape != said[0].wav.shape or not np.allclose(bare.wav, said[0].wav, atol=1e-4)

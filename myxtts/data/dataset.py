@@ -2,7 +2,8 @@
 
 ``BatchBuilder[plan]`` builds the whole batch a :class:`~myxtts.data.batch.BatchPlan`
 describes (the sampler decides membership and shape; this only copies): tokens, lengths,
-speaker and index here, the features by the run's :class:`~myxtts.data.features.Features`
+speaker and index here (and the reference's speaker embedding, where the model conditions on
+one), the features by the run's :class:`~myxtts.data.features.Features`
 strategy. It writes the worker form (see :mod:`myxtts.data.features`) into the loader's
 shared-memory slot when the plan carries one (:mod:`myxtts.data.transport`).
 
@@ -92,8 +93,9 @@ class BatchBuilder(Dataset):
     """
 
     def __init__(self, cache, features: Features, *, ref_seconds: float = 3.0, pad_multiple: int = 64,
-                 seed: int = 0, ref_pool=None):
+                 seed: int = 0, ref_pool=None, speaker_embeddings: np.ndarray | None = None):
         self.cache, self.features, self.seed = cache, features, seed
+        self.speaker_embeddings = speaker_embeddings  # (N, 256) per utterance (data.embeddings)
         a = cache.audio_cfg
         self.ref_frames = ref_frames_for(a, ref_seconds)
         self.ref_len = ref_len_for(a, ref_seconds, pad_multiple)  # Tr
@@ -108,8 +110,10 @@ class BatchBuilder(Dataset):
     def layout(self, plan: BatchPlan) -> list[tuple[str, torch.dtype, tuple]]:
         """Every tensor of the plan's batch in worker form: (name, dtype, shape)."""
         B, Tt, Tm = plan.shape
+        emb = self.speaker_embeddings
         return [("tokens", torch.int64, (B, Tt))] + self.features.layout(B, Tm, self.ref_len) + \
-            [(k, torch.int64, (B,)) for k in ("token_lens", "mel_lens", "ref_lens", "speaker", "index")]
+            [(k, torch.int64, (B,)) for k in ("token_lens", "mel_lens", "ref_lens", "speaker", "index")] + \
+            ([("ref_emb", torch.float32, (B, emb.shape[1]))] if emb is not None else [])
 
     def __getitem__(self, plan: BatchPlan):
         try:
@@ -142,4 +146,6 @@ class BatchBuilder(Dataset):
         for key, value in (("token_lens", n_tokens), ("ref_lens", ref_lens),
                            ("speaker", c.index.speaker[idx]), ("index", idx)):
             out[key].numpy()[:] = value
+        if self.speaker_embeddings is not None:
+            out["ref_emb"].numpy()[:] = self.speaker_embeddings[ref]  # (B, 256): the whole reference clip's
         return SlotRef(plan) if in_ring else Batch(plan, out)

@@ -35,6 +35,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from myxtts.config import Config
+from myxtts.data import embeddings
 from myxtts.data.batch import BatchPlan
 from myxtts.data.dataset import BatchBuilder
 from myxtts.data.features import features_for
@@ -122,8 +123,10 @@ def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, worl
     pool = cache.indices("train") if split == "train" else np.arange(len(cache))
     if split == "train" and pool.size == 0:
         pool = np.arange(len(cache))
+    speakers = embeddings.ensure(cache) if cfg.model.speaker_embedding == "ge2e" else None
     dataset = BatchBuilder(cache, features_for(cache, cfg, with_wav), ref_seconds=d.ref_seconds,
-                           pad_multiple=d.pad_multiple, seed=sampler.seed, ref_pool=pool)
+                           pad_multiple=d.pad_multiple, seed=sampler.seed, ref_pool=pool,
+                           speaker_embeddings=speakers)
     workers = d.num_workers if num_workers is None else num_workers
     persistent = (split == "train") if persistent_workers is None else persistent_workers
     persistent = persistent and workers > 0

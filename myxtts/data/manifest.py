@@ -48,6 +48,7 @@ class Utterance:
     audio: str  # path relative to the corpus root, posix style
     text: str
     speaker: str
+    speed: float = 1.0  # a pseudo-speaker's copy of a recording plays at this speed (see prepare)
 
 
 @dataclass(frozen=True)

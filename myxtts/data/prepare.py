@@ -17,6 +17,7 @@ resumes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import multiprocessing as mp
@@ -54,12 +55,12 @@ DEFAULT_CHUNK = 256
 
 def _process(job: tuple) -> tuple:
     """One utterance: decode → mono → resample → trim → mel. Runs in a worker process."""
-    path, cfg_audio, cfg_data = job
+    path, speed, cfg_audio, cfg_data = job
     try:
         wav = audio.load_audio(path, cfg_audio.sample_rate)
     except audio.AudioError as e:
         return ("skip", str(e))
-    wav = audio.preprocess(wav, cfg_audio)
+    wav = audio.preprocess(audio.change_speed(wav, speed, cfg_audio.sample_rate), cfg_audio)
     seconds = wav.size / cfg_audio.sample_rate
     if wav.size == 0:
         return ("skip", "silent: nothing above the trim threshold")
@@ -136,6 +137,24 @@ def _text_pass(utts, tp: TextProcessor, vocab: Vocabulary | None = None):
     return kept, problems, unknown, vocab
 
 
+PSEUDO = "~speed"  # marks a pseudo-speaker's id and voice name: "spk1~speed0.9"
+
+
+def pseudo_speeds(n: int) -> list[float]:
+    """The speeds of ``n`` pseudo-speakers per voice: 0.9, 1.1, 0.8, 1.2, ... (F0 and formants
+    move with the speed, so each is heard as another voice; Kaldi's 0.9/1.1 first)."""
+    return [round(1 + 0.1 * (k // 2 + 1) * (-1 if k % 2 == 0 else 1), 2) for k in range(n)]
+
+
+def _pseudo_speakers(kept: list, val: np.ndarray, n: int) -> list:
+    """Each training utterance again at each of :func:`pseudo_speeds`, as a voice of its own
+    (``spk1~speed0.9``): its references are drawn from that voice, so they are perturbed as the
+    target is. Held-out utterances are not copied: validation hears the real voices only."""
+    return [(dataclasses.replace(u, id=f"{u.id}{PSEUDO}{s:g}", speaker=f"{u.speaker}{PSEUDO}{s:g}",
+                                 speed=s), syms)
+            for s in pseudo_speeds(n) for (u, syms), v in zip(kept, val) if not v]
+
+
 def _split(ids: list[str], root: Path, cfg: Config) -> np.ndarray:
     """1 for held-out utterances: those listed in the corpus's val.txt, else a stable hash pick."""
     listed = root / "val.txt"
@@ -167,6 +186,11 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
     kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text), vocab)
     problems += text_problems
+    # The held-out pick, once, over the utterances listed: the pseudo-speakers' copies follow it,
+    # so a clip the audio pass skips cannot move another held-out clip into training.
+    val = _split([u.id for u, _ in kept], root, cfg)
+    val_ids = {u.id for (u, _), v in zip(kept, val) if v}
+    kept += _pseudo_speakers(kept, val, cfg.data.pseudo_speakers)
     chunks = [kept[i:i + chunk_size] for i in range(0, len(kept), chunk_size)]
     source = {"root": str(root), "format": fmt,
               "metadata": str(Path(metadata).resolve()) if metadata else None,
@@ -200,7 +224,7 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
               "command without --shard once they finish to merge.", file=sys.stderr)
         return None
     elapsed = time.perf_counter() - t0
-    return _merge(out, recipe, len(chunks), root, cfg, problems, unknown, computed, elapsed, workers)
+    return _merge(out, recipe, len(chunks), val_ids, cfg, problems, unknown, computed, elapsed, workers)
 
 
 def _done(out: Path, j: int) -> bool:
@@ -255,7 +279,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     try:
         for j in todo:
             jobs = [(str((root / u.audio) if not Path(u.audio).is_absolute() else Path(u.audio)),
-                     cfg.audio, cfg.data) for u, _ in chunks[j]]
+                     u.speed, cfg.audio, cfg.data) for u, _ in chunks[j]]
             results = pool.imap(_process, jobs, chunksize=4) if pool else map(_process, jobs)
             entries, mels, toks, wavs, skipped = [], [], [], [] if cfg.data.store_wav else None, []
             offs = [0, 0, 0]
@@ -289,7 +313,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     return stats
 
 
-def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, problems, unknown,
+def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str], cfg: Config, problems, unknown,
            computed: dict, elapsed: float, workers: int) -> dict:
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     per_entry = ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens", "wav_offset",
@@ -309,7 +333,7 @@ def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, prob
     speakers = sorted(set(cols["speaker_name"]))
     spk_index = {s: i for i, s in enumerate(speakers)}
     cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
-    cols["val"] = _split(cols["id"], root, cfg).tolist()
+    cols["val"] = [int(i in val_ids) for i in cols["id"]]
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
@@ -323,7 +347,7 @@ def _merge(out: Path, recipe: dict, n_chunks: int, root: Path, cfg: Config, prob
     write_json(out / "report.json", report)
     if not cols["id"]:  # no meta.json: nothing may take this for a usable cache
         (out / "meta.json").unlink(missing_ok=True)
-        raise UserError(f"no usable utterances in {root}: {skip_summary(skipped)}; "
+        raise UserError(f"no usable utterances in {recipe['source']['root']}: {skip_summary(skipped)}; "
                         f"details in {out / 'report.json'}")
     write_json(out / "index.json", Index.from_json(cols).to_json())
     meta = {k: recipe[k] for k in ("format_version", "settings", "config", "source", "vocab")}

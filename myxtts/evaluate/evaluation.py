@@ -11,6 +11,10 @@ another utterance of that speaker, cropped to ``data.ref_seconds`` as in trainin
 - **voice**: the cosine of speaker embeddings between the output and its reference, next to the
   same with a reference of another speaker (a model that clones voices scores the first
   higher);
+- **voices never heard** (zero-shot cloning): for sentences of a voice the model did not train
+  on (the model file lists its training voices), the output's cosine to its own reference next
+  to its highest cosine to a training voice found in the cache (that voice's first training
+  utterance), and the share of outputs nearer their own voice than any training voice;
 - **robustness**: the share of sentences that stopped on their own before
   ``model.max_decoder_steps``, output duration over ground-truth duration, and the real-time
   factor (synthesis wall time over audio seconds, mel-to-audio included).
@@ -33,15 +37,16 @@ from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.naturalness import SCORES, Naturalness
-from myxtts.evaluate.speaker import SpeakerEncoder, cosine
-from myxtts.speak import Spoken, ToWave, reference_from_mel, speak
+from myxtts.speak import Spoken, ToWave, reference_from_cache, speak
+from myxtts.speaker import SpeakerEncoder, cosine
 
 OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
 DNSMOS = tuple(f"dnsmos_{k}{of}" for of in OF for k in SCORES)
+ZERO_SHOT = ("zero_shot_speaker_cosine", "zero_shot_nearest_trained_cosine", "zero_shot_identified")
 # The summary's figures, in the order reports list them.
 FIGURES = ("wer", "cer", "wer_ground_truth", "cer_ground_truth", "wer_copy_synthesis",
            "cer_copy_synthesis", *DNSMOS, "speaker_cosine", "speaker_cosine_mismatched",
-           "stopped_share", "duration_ratio", "rtf")
+           *ZERO_SHOT, "stopped_share", "duration_ratio", "rtf")
 
 
 @dataclass
@@ -108,7 +113,7 @@ def speak_sentences(model, cfg, text, cache, sentences: list[Sentence], to_wave:
     """Each sentence in its reference's voice, as ``synthesize`` speaks (:mod:`myxtts.speak`),
     one at a time: ``seconds_taken`` is each sentence's own latency."""
     return speak(model, cfg, text, [s.text for s in sentences],
-                 [reference_from_mel(cache.mel(s.ref), cfg) for s in sentences], to_wave, seed,
+                 [reference_from_cache(cache, s.ref, cfg) for s in sentences], to_wave, seed,
                  say=log)
 
 
@@ -140,11 +145,25 @@ def _mean(xs) -> float | None:
     return float(statistics.fmean(xs)) if xs else None
 
 
+def _trained_references(cache, trained_voices: list[str] | None) -> dict[str, int]:
+    """Each training voice the cache holds → its first training utterance (its reference)."""
+    out: dict[str, int] = {}
+    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):
+        name = cache.speakers[int(cache.index.speaker[i])]
+        if name in (trained_voices or ()):
+            out.setdefault(name, i)
+    return out
+
+
 def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave, listener: Listener,
-             *, ground_truth: bool = True, seed: int = 0, log=print) -> Result:
+             *, ground_truth: bool = True, seed: int = 0, log=print,
+             trained_voices: list[str] | None = None) -> Result:
     """Speak ``sentences`` and score them; ``ground_truth`` also scores the recordings and copy
-    synthesis (they do not change during training, so periodic evaluation does it once)."""
+    synthesis (they do not change during training, so periodic evaluation does it once).
+    ``trained_voices``: the voices the model trained on (:func:`myxtts.models.checkpoint.
+    trained_voices`; None: not known); sentences of other voices are scored as zero-shot clones."""
     sr = cfg.audio.sample_rate
+    trained = _trained_references(cache, trained_voices)
     spoken = speak_sentences(model, cfg, text, cache, sentences, vocode, seed, log)
     recs = [recording(cache, s.index) for s in sentences] if ground_truth else [None] * len(sentences)
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
@@ -162,6 +181,7 @@ def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave,
                "speaker_cosine": cosine(emb, listener.embed_utterance(cache, s.ref)),
                "speaker_cosine_mismatched": None if s.other is None else
                cosine(emb, listener.embed_utterance(cache, s.other)),
+               **_zero_shot(emb, s, trained_voices, trained, cache, listener),
                "stopped": sp.stopped, "seconds": round(seconds, 3),
                "seconds_ground_truth": round(gt_seconds, 3),
                "duration_ratio": seconds / gt_seconds if gt_seconds else None,
@@ -171,14 +191,41 @@ def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave,
             row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)
             row |= _dnsmos(listener, rec, sr, "_ground_truth") | _dnsmos(listener, cp, sr, "_copy_synthesis")
         rows.append(row)
-    return Result(summarize(rows, cfg, ground_truth), rows, spoken, recs, copies)
+    return Result(summarize(rows, cfg, ground_truth, trained_voices is not None), rows, spoken, recs, copies)
+
+
+def _zero_shot(emb, s: Sentence, trained_voices, trained: dict[str, int], cache, listener) -> dict:
+    """A row's zero-shot figures: {} for a voice the model trained on (or where that is unknown)."""
+    if trained_voices is None or s.speaker in trained_voices:
+        return {}
+    cos = {name: cosine(emb, listener.embed_utterance(cache, i)) for name, i in trained.items()}
+    cos = {k: v for k, v in cos.items() if v is not None}
+    nearest = max(cos, key=cos.get) if cos else None
+    return {"zero_shot": True, "nearest_trained_voice": nearest,
+            "speaker_cosine_nearest_trained": cos.get(nearest)}
+
+
+def _zero_shot_summary(rows: list[dict], voices_known: bool, not_measured: dict) -> dict:
+    """ZERO_SHOT figures over the rows of voices the model never heard; the reason where none."""
+    unseen = [r for r in rows if r.get("zero_shot")]
+    pairs = [(r["speaker_cosine"], r["speaker_cosine_nearest_trained"]) for r in unseen
+             if r["speaker_cosine"] is not None and r["speaker_cosine_nearest_trained"] is not None]
+    if not pairs:
+        not_measured |= dict.fromkeys(ZERO_SHOT, NO_VOICE_LIST if not voices_known else
+                                      "every voice of these sentences was heard in training" if not unseen
+                                      else "the cache holds none of the model's training voices")
+        return dict.fromkeys(ZERO_SHOT)
+    return {"zero_shot_speaker_cosine": _mean(p[0] for p in pairs),
+            "zero_shot_nearest_trained_cosine": _mean(p[1] for p in pairs),
+            "zero_shot_identified": sum(a > b for a, b in pairs) / len(pairs)}
 
 
 PERIODIC = "not scored in periodic evaluation (see the first one)"
+NO_VOICE_LIST = "the model file does not list the voices it trained on (written before model files did)"
 NO_RECORDING = "no ground-truth audio (the cache holds no waveforms and the source is gone)"
 
 
-def summarize(rows: list[dict], cfg, ground_truth: bool = True) -> dict:
+def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bool = False) -> dict:
     refs = [r["text"] for r in rows]
     out: dict = {"sentences": len(rows)}
     not_measured: dict[str, str] = {}
@@ -216,6 +263,7 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True) -> dict:
                                                      else "silent output or references")
     if out["speaker_cosine"] is None:
         not_measured["speaker_cosine"] = "every output or reference was silent"
+    out |= _zero_shot_summary(rows, voices_known, not_measured)
     out["stopped_share"] = sum(r["stopped"] for r in rows) / len(rows) if rows else None
     out["duration_ratio"] = _mean(r["duration_ratio"] for r in rows)
     taken = sum(r["rtf"] * r["seconds"] for r in rows if r["rtf"] is not None)

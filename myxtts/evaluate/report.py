@@ -31,6 +31,10 @@ LABELS = {
                        ("bak", "DNSMOS background"), ("p808", "DNSMOS P.808"))},
     "speaker_cosine": ("speaker cosine, output vs its reference", "f3"),
     "speaker_cosine_mismatched": ("speaker cosine, output vs another speaker's reference", "f3"),
+    "zero_shot_speaker_cosine": ("voices never heard: speaker cosine, output vs its reference", "f3"),
+    "zero_shot_nearest_trained_cosine": ("voices never heard: speaker cosine, output vs the nearest "
+                                         "training voice", "f3"),
+    "zero_shot_identified": ("voices never heard: outputs nearer their own voice than any training voice", "pct"),
     "stopped_share": ("stopped before max_decoder_steps", "pct"),
     "duration_ratio": ("duration, output / ground truth", "f2"),
     "rtf": ("real-time factor (synthesis time / audio time)", "f3"),

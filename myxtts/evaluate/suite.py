@@ -12,6 +12,7 @@ from myxtts.errors import UserError
 from myxtts.evaluate import require
 from myxtts.evaluate.evaluation import Listener, evaluate, plan
 from myxtts.evaluate.report import write_report
+from myxtts.models.checkpoint import trained_voices
 
 # mel features an acoustic model and a cache must share to be evaluated together
 MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
@@ -50,7 +51,7 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
         f"mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
     result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences, synth.to_wave, listener,
-                      seed=seed, log=log)
+                      seed=seed, log=log, trained_voices=trained_voices(synth.meta))
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
             "split": split, "vocoder": synth.to_wave.name,
             "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",

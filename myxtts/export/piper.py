@@ -77,7 +77,7 @@ def cache_voices(cache, cfg) -> list[Voice]:
     first: dict[int, int] = {}
     for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):
         first.setdefault(int(cache.index.speaker[i]), i)
-    return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_mel(cache.mel(i), cfg),
+    return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_cache(cache, i, cfg),
                   f"{cache.path} {cache.index.id[i]}") for s, i in sorted(first.items())]
 
 

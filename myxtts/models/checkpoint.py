@@ -59,7 +59,10 @@ def _unwrap(model: nn.Module) -> nn.Module:
 
 
 def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
-               kind: str = "acoustic", step: int | None = None) -> Path:
+               kind: str = "acoustic", step: int | None = None,
+               speakers: list[str] | None = None) -> Path:
+    """``speakers``: the voices an acoustic model trained on (its cache's), so that ``eval``
+    can tell a voice it never heard (:func:`trained_voices`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     path = Path(path)
@@ -74,6 +77,8 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
         "step": "" if step is None else str(int(step)),
         "myxtts_version": __version__,
     }
+    if speakers is not None:
+        meta["speakers"] = json.dumps(list(speakers), ensure_ascii=False)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         save_file(state, str(tmp), metadata=meta)
@@ -155,6 +160,12 @@ def read_metadata(path) -> dict:
                         f"{__version__} reads {kind} checkpoints of format version "
                         f"{', '.join(sorted(READABLE[kind]))}")
     return meta
+
+
+def trained_voices(meta: dict) -> list[str] | None:
+    """The voices a model file says it trained on; None where it does not say (written before
+    model files listed them)."""
+    return json.loads(meta["speakers"]) if meta.get("speakers") else None
 
 
 def build_model(kind: str, cfg: Config, n_vocab: int) -> nn.Module:

@@ -1,14 +1,19 @@
 """The XTTS-style acoustic model: text encoder + reference encoder + mel decoder.
 
     tokens (B, Tt) ──TextEncoder──▶ text memory (B, Tt, d) ─┐
-    ref_mel (B, Tr, M) ──ReferenceEncoder──▶ latents (B, K, d) ┴─▶ memory (B, Tt+K, d)
+    ref_mel (B, Tr, M) ──ReferenceEncoder──▶ latents (B, K, d) ┤
+    [ref_emb (B, 256) ──Linear──▶ one more latent (B, 1, d)]  ┴─▶ memory (B, Tt+K(+1), d)
     mel (B, Tm, M) ──MelDecoder(teacher forcing, cross-attends memory)──▶ mel_pre/mel_post,
                                                                           stop_logits, attn
                  or DurationDecoder(aligned text, ``model.decoder=duration``)──▶ mel_pre/
                                                           mel_post, log_dur, dur, attn
 
 The decoder is picked once, from ``model.decoder`` (DECODERS), and from then on used through
-the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] and its mask:
+the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] and its mask.
+With ``model.speaker_embedding=ge2e`` the latents end with the reference's GE2E embedding
+(:mod:`myxtts.speaker`, frozen, computed outside the model) projected to d: XTTS's speaker
+embedding beside its perceiver latents, so a voice is placed by an encoder that heard thousands.
+
 
 - ``forward(mel, memory, mem_mask, mel_lens, token_lens, n_text)`` → dict of training outputs:
   mel_pre, mel_post (B, Tm, M) raw log-mel and attn (B, Tm/r, Tt), plus the decoder's own.
@@ -40,6 +45,7 @@ from myxtts.models.losses import attention_diagonality
 from myxtts.models.mel_decoder import MelDecoder, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
+from myxtts.speaker import DIM as SPEAKER_DIM
 
 DECODERS = {"autoregressive": MelDecoder, "duration": DurationDecoder}  # by model.decoder
 
@@ -54,6 +60,7 @@ class XTTS(nn.Module):
         self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
         self.text_encoder = TextEncoder(cfg, n_vocab)
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)
+        self.speaker_proj = nn.Linear(SPEAKER_DIM, cfg.d_model) if cfg.speaker_embedding == "ge2e" else None
         self.decoder = DECODERS[cfg.decoder](cfg, n_mels)
         n_layers = cfg.text_layers + cfg.decoder_layers
         self.apply(lambda m: self._init_weights(m, n_layers))
@@ -78,10 +85,10 @@ class XTTS(nn.Module):
             nn.init.normal_(module.fc2.weight, std=0.02 / math.sqrt(2 * n_layers))
 
     # ------------------------------------------------------------------------ conditioning
-    def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None):
+    def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None, ref_emb=None):
         """→ memory (B, Tt+K, d), memory mask (B, Tt+K) bool. ``latents`` (B, K, d): the
         references' conditioning computed before (:meth:`voice_latents`), in place of encoding
-        ``ref_mel`` again."""
+        ``ref_mel`` (and ``ref_emb`` (B, 256), its GE2E embedding) again."""
         text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
         if latents is not None:
             memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
@@ -91,7 +98,7 @@ class XTTS(nn.Module):
             # resampler learns a neutral voice for reference-free synthesis.
             drop = torch.rand(ref_lens.shape, device=ref_lens.device) < self.cfg.ref_dropout
             ref_lens = torch.where(drop, torch.zeros_like(ref_lens), ref_lens)
-        latents = self.ref_encoder(normalize_mel(ref_mel), ref_lens)  # (B, K, d)
+        latents = self.conditioning(ref_mel, ref_lens, ref_emb)  # (B, K, d)
         memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
         mask = torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
         return memory, mask
@@ -103,7 +110,7 @@ class XTTS(nn.Module):
         (autoregressive) or log_dur, dur (B, Tt), align_logp (B, Tm, Tt) (duration decoder)."""
         tokens = batch["tokens"]
         memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
-                                   batch["ref_lens"])
+                                   batch["ref_lens"], ref_emb=batch.get("ref_emb"))
         return self.decoder(batch["mel"], memory, mask, batch["mel_lens"], batch["token_lens"],
                             tokens.shape[1])
 
@@ -117,21 +124,36 @@ class XTTS(nn.Module):
                                      self.cfg.reduction, band)
 
     # ------------------------------------------------------------------------ inference
+    def conditioning(self, ref_mel, ref_lens, ref_emb=None) -> torch.Tensor:
+        """ref_mel (B, Tr, M) raw log-mel, ref_lens (B,), ref_emb (B, 256) or None → latents
+        (B, K, d), or (B, K+1, d) with the speaker embedding's. A row without a reference
+        (ref_lens 0: the neutral voice) gets a zero embedding latent."""
+        latents = self.ref_encoder(normalize_mel(ref_mel), ref_lens)  # (B, K, d)
+        if self.speaker_proj is None:
+            return latents
+        if ref_emb is None:
+            raise ValueError("this model conditions on the reference's speaker embedding "
+                             "(model.speaker_embedding=ge2e); none was given")
+        e = self.speaker_proj(ref_emb.to(latents.dtype)) * (ref_lens > 0)[:, None].to(latents.dtype)
+        return torch.cat([latents, e[:, None]], dim=1)  # (B, K+1, d)
+
     @torch.no_grad()
-    def voice_latents(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor) -> torch.Tensor:
-        """References ref_mel (B, Tr, M) raw log-mel, ref_lens (B,) → their conditioning latents
-        (B, K, d), as ``generate`` computes them, for voices used many times."""
+    def voice_latents(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor,
+                      ref_emb: torch.Tensor | None = None) -> torch.Tensor:
+        """References ref_mel (B, Tr, M) raw log-mel, ref_lens (B,) (and ref_emb (B, 256)) →
+        their conditioning latents (B, K(+1), d), as ``generate`` computes them, for voices
+        used many times."""
         was_training = self.training
         self.eval()
         try:
-            return self.ref_encoder(normalize_mel(ref_mel), ref_lens)
+            return self.conditioning(ref_mel, ref_lens, ref_emb)
         finally:
             self.train(was_training)
 
     @torch.no_grad()
     def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
                  stop_threshold=None, generator: torch.Generator | None = None, speed: float = 1.0,
-                 latents=None):
+                 latents=None, ref_emb=None):
         """Synthesis of a batch of sentences, each ending on its own: on its stop token
         (autoregressive, KV-cached; a stop counts only once the sentence's alignment has reached
         mel_decoder.MIN_PROGRESS of its text) or after its predicted durations. → mels (B, T, M)
@@ -140,11 +162,12 @@ class XTTS(nn.Module):
         is off here). ``ref_lens == 0`` → neutral voice. A sentence longer than ``max_steps``
         decoder steps is cut there (its length says so). ``speed`` divides the duration decoder's
         predicted durations (faster speech); only that decoder takes one other than 1.
-        ``latents`` (B, K, d): the references' conditioning, computed before."""
+        ``latents`` (B, K, d): the references' conditioning, computed before; ``ref_emb``
+        (B, 256): the references' speaker embeddings, for a model conditioned on them."""
         was_training = self.training
         self.eval()
         try:
-            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens, latents)  # (B, Tt+K, d)
+            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens, latents, ref_emb)  # (B, Tt+K, d)
             return self.decoder.generate(
                 memory, mask, token_lens, tokens.shape[1], max_steps or self.cfg.max_decoder_steps,
                 self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator, speed)

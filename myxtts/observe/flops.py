@@ -23,6 +23,7 @@ import torch
 
 from myxtts.data.dataset import ref_len_for
 from myxtts.models.xtts import XTTS, count_parameters
+from myxtts.speaker import DIM as SPEAKER_DIM
 
 # (label, dense bf16 TFLOP/s, test on the lower-cased device name), first match wins. Names as
 # torch.cuda.get_device_name reports them: "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",
@@ -101,7 +102,8 @@ def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, di
             batch = {"tokens": torch.zeros(B, Tt, dtype=torch.long), "token_lens": torch.full((B,), Tt),
                      "mel": torch.zeros(B, Tm, n_mels), "mel_lens": torch.full((B,), Tm),
                      "ref_mel": torch.zeros(B, tr, n_mels), "ref_lens": torch.full((B,), tr),
-                     "speaker": torch.zeros(B, dtype=torch.long), "index": torch.zeros(B, dtype=torch.long)}
+                     "speaker": torch.zeros(B, dtype=torch.long), "index": torch.zeros(B, dtype=torch.long),
+                     "ref_emb": torch.zeros(B, SPEAKER_DIM)}  # read only by a model conditioned on it
         return float(count_step_flops(model, batch))
 
     by_tm = sorted(shapes, key=lambda s: s[2])

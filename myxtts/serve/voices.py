@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from myxtts import speak
 from myxtts.errors import UserError
@@ -39,7 +40,7 @@ def training_speakers(cache_path: Path, cfg, say) -> list[Voice]:
     for i in cache.indices("train"):
         first.setdefault(int(cache.index.speaker[i]), int(i))
     return [Voice(cache.speakers[s], "training speaker",
-                  speak.reference_from_mel(cache.mel(i), cfg)) for s, i in sorted(first.items())]
+                  speak.reference_from_cache(cache, i, cfg)) for s, i in sorted(first.items())]
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -62,16 +63,19 @@ def folder_voices(folder: Path, cfg, say) -> list[Voice]:
             continue
         clips = sorted(p for p in sub.iterdir() if p.suffix.lower() in CLIP_SUFFIXES and p.is_file()
                        and _inside(p, root))
-        mels = []
+        refs = []
         for clip in clips:
             try:
-                mels.append(speak.reference_from_file(clip, cfg).mel)
+                refs.append(speak.reference_from_file(clip, cfg))
             except UserError as e:
                 say(f"note: {e}; clip skipped")
-        if not mels:
+        if not refs:
             say(f"note: voice {sub.name} skipped: no usable clip ({', '.join(CLIP_SUFFIXES)}) in {sub}")
             continue
-        out.append(Voice(sub.name, "voices folder", speak.reference_from_mel(torch.cat(mels), cfg)))
+        embs = [r.embedding for r in refs if r.embedding is not None]  # the voice: their mean
+        emb = F.normalize(torch.stack(embs).mean(0), dim=0) if embs else None
+        out.append(Voice(sub.name, "voices folder",
+                         speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg, embedding=emb)))
     return out
 
 

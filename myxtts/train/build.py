@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from myxtts.config import Config
+from myxtts.data import embeddings
 from myxtts.data.cache import Cache
 from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
@@ -106,6 +107,10 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     if stage == "vocoder":
         return _vocoder(cfg, data, info, device, prec, with_batches, plan)
     cache = Cache(data, expect=cfg)
+    if cfg.model.speaker_embedding == "ge2e":  # computed once, by one process; the loaders read it
+        if info.is_main:
+            embeddings.ensure(cache)
+        D.barrier(info)
     run_on_host(host_copies(cfg))
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
     if cfg.train.recompute:

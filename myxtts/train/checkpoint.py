@@ -64,13 +64,14 @@ def set_rng_state(state: dict) -> None:
 
 
 def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, keep_last: int,
-         kind: str = "acoustic", plan=None) -> Path:
+         kind: str = "acoustic", plan=None, speakers: list[str] | None = None) -> Path:
     root = run / CHECKPOINTS
     final = root / f"{PREFIX}{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_model(tmp / "model.safetensors", model, cfg, vocab_symbols, kind=kind, step=step)
+    save_model(tmp / "model.safetensors", model, cfg, vocab_symbols, kind=kind, step=step,
+               speakers=speakers)
     torch.save(train_state, tmp / "state.pt")
     if plan is not None:
         plan.save(tmp, CHECKPOINT_FILE)

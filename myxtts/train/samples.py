@@ -9,7 +9,7 @@ from pathlib import Path
 from myxtts import audio, vocode
 from myxtts.config import Config
 from myxtts.errors import UserError
-from myxtts.speak import reference_from_mel, speak
+from myxtts.speak import reference_from_cache, speak
 from myxtts.text import TextProcessor
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -25,7 +25,7 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     except UserError:  # the corpus lacks some letter of the sentence: use a held-out text
         sentence = cache.index.text[held_out]
     to_wave = vocode.load(cfg.audio, checkpoint=run, device=next(core.parameters()).device)
-    (spoken,) = speak(core, cfg, tp, [sentence], reference_from_mel(cache.mel(held_out), cfg),
+    (spoken,) = speak(core, cfg, tp, [sentence], reference_from_cache(cache, held_out, cfg),
                       to_wave, say=lambda _: None)
     mel, wav = spoken.mel, spoken.wav
     (out / "vocoder.txt").write_text(to_wave.name + "\n")

@@ -176,3 +176,35 @@ def test_bench_loader_quick_writes_the_record(cache, tmp_path, capsys):
     step = json.loads(out.read_text())["simulated_step"]
     assert step["source"] == "derived" and step["model_params"] > 0
     assert all(ms > 0 for ms in step["per_shape_ms"].values())
+
+
+def test_a_model_conditioned_on_speaker_embeddings_gets_its_references_rows(cache, cfg, tmp_path):
+    import shutil
+
+    from myxtts.data import embeddings
+
+    shutil.copytree(cache.path, tmp_path / "c")  # the embeddings file stays out of the shared cache
+    own = Cache(tmp_path / "c")
+    ge2e = load(None, ["data.pad_multiple=16", "data.frame_budget=1800", "model.speaker_embedding=ge2e"])
+    loader = make_loader(own, ge2e, num_workers=0)
+    stored = embeddings.load(own)  # computed by make_loader, once
+    assert stored is not None and stored.shape == (len(own), 256)
+    rows = 0
+    for b in loader:
+        t = b.tensors
+        B = len(b.plan.indices)
+        assert t["ref_emb"].shape == (B, 256) and t["ref_emb"].dtype == torch.float32
+        ref, _, _ = loader.dataset.refs.pick(np.asarray(b.plan.indices), b.plan.epoch)
+        for r, i in enumerate(t["index"].tolist()):
+            assert own.index.speaker[ref[r]] == own.index.speaker[i]
+            assert torch.equal(t["ref_emb"][r], torch.from_numpy(stored[ref[r]]))  # the reference's own row
+        rows += b.plan.n_real
+    assert rows == len(own.indices("train"))
+    # the same through the workers and the shared-memory ring
+    ring = make_loader(own, load(None, ["data.pad_multiple=16", "data.frame_budget=1800", "data.num_workers=2",
+                                        "data.prefetch_factor=2", "model.speaker_embedding=ge2e"]))
+    assert ring.ring is not None
+    assert all(same(a, b) for a, b in zip(planned(list(make_loader(own, ge2e, num_workers=0))), planned(list(ring))))
+    # a model without them: no such key, and nothing computed
+    assert all("ref_emb" not in b.tensors for b in make_loader(cache, cfg, num_workers=0))
+    assert not embeddings.path_of(cache).exists()

@@ -224,3 +224,78 @@ def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(t
 
     assert main(["prepare", str(root / "train_manifest.jsonl"), "--out", str(tmp_path / "cache")]) == 0
     assert sorted(Cache(tmp_path / "cache").index.id) == sorted(u.id for u in utts)
+
+
+def test_pseudo_speeds_alternate_slower_and_faster():
+    from myxtts.data.prepare import pseudo_speeds
+
+    assert pseudo_speeds(0) == []
+    assert pseudo_speeds(4) == [0.9, 1.1, 0.8, 1.2]
+
+
+def _two_voice_corpus(root: Path, voices=((2, "a"), (4, "a"), (6, "a"), (8, "b"), (5, "b"), (7, "b"))) -> Path:
+    """LJSpeech clips ``LJ001-000n`` as voices 'a' and 'b' (the metadata's 4th column); no val.txt,
+    so the held-out ones are the hash pick."""
+    import shutil
+
+    rows = {line.split("|")[0]: line for line in (LJ / "metadata.csv").read_text().splitlines()}
+    (root / "wavs").mkdir(parents=True)
+    lines = []
+    for n, spk in voices:
+        uid = f"LJ001-000{n}"
+        shutil.copy(LJ / "wavs" / f"{uid}.wav", root / "wavs")
+        lines.append(f"{rows[uid]}|{spk}")
+    (root / "metadata.csv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_pseudo_speakers_copy_every_training_clip_at_each_speed(tmp_path):
+    root = _two_voice_corpus(tmp_path / "corpus")
+    split = ["data.val_fraction=0.34"]  # 2 of the 6 real clips held out
+    prepare(root, tmp_path / "plain", load(None, split), progress=False)
+    report = prepare(root, tmp_path / "pseudo", load(None, split + ["data.pseudo_speakers=2"]), progress=False)
+    plain, cache = Cache(tmp_path / "plain"), Cache(tmp_path / "pseudo")
+    assert plain.speakers == ["a", "b"]
+    assert cache.speakers == ["a", "a~speed0.9", "a~speed1.1", "b", "b~speed0.9", "b~speed1.1"]
+    # validation hears the same real clips, however many copies were added
+    held_out = [plain.index.id[i] for i in plain.indices("val")]
+    assert len(held_out) == 2 and [cache.index.id[i] for i in cache.indices("val")] == held_out
+    assert report["val_utterances"] == 2
+    frames = dict(zip(cache.index.id, cache.index.n_frames.tolist()))
+    speaker = {u: cache.speakers[s] for u, s in zip(cache.index.id, cache.index.speaker)}
+    train = {cache.index.id[i] for i in cache.indices("train")}
+    originals = [u for u in plain.index.id if u not in held_out]
+    assert len(cache) == 6 + 2 * len(originals) and report["utterances"] == len(cache)
+    for uid in plain.index.id:
+        assert frames[uid] == plain.index.n_frames[plain.index.id.index(uid)]  # the originals unchanged
+        for speed in (0.9, 1.1):
+            copy = f"{uid}~speed{speed:g}"
+            if uid in held_out:
+                assert copy not in frames  # no held-out clip is heard in training, at any speed
+                continue
+            assert speaker[copy] == f"{speaker[uid]}~speed{speed:g}" and copy in train
+            # the whole clip plays `speed` times as fast: trimming moves its edges by a frame or so
+            assert abs(frames[copy] - frames[uid] / speed) <= 3, (copy, frames[copy], frames[uid])
+    pseudo = [u for u in cache.index.id if "~speed" in u]
+    assert len(pseudo) == 2 * len(originals) and set(pseudo) <= train  # copies are all training clips
+    assert verify(tmp_path / "pseudo") == []
+
+
+def test_a_clip_skipped_at_the_audio_pass_does_not_leak_a_held_out_clip_into_training(tmp_path):
+    import hashlib
+
+    root = _two_voice_corpus(tmp_path / "corpus", ((2, "a"), (4, "a"), (5, "b"), (7, "b")))
+    # two unreadable clips whose ids the hash pick ranks before every real one
+    first = min(hashlib.sha1(f"LJ001-000{n}".encode()).hexdigest() for n in (2, 4, 5, 7))
+    bad = [b for b in (f"bad{k}" for k in range(1000)) if hashlib.sha1(b.encode()).hexdigest() < first][:2]
+    for b in bad:
+        (root / "wavs" / f"{b}.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk" * 4)
+    with (root / "metadata.csv").open("a") as f:
+        f.writelines(f"{b}|A corrupt clip.|A corrupt clip.|a\n" for b in bad)
+    prepare(root, tmp_path / "c", load(None, ["data.val_fraction=0.5", "data.pseudo_speakers=1"]), progress=False)
+    cache = Cache(tmp_path / "c")
+    held_out = {cache.index.id[i] for i in cache.indices("val")}
+    copied = {u.split("~")[0] for u in cache.index.id if "~speed" in u}
+    real_train = {cache.index.id[i] for i in cache.indices("train")} - {u for u in cache.index.id if "~" in u}
+    # the pick is made once, over the clips listed: the unreadable ones take their share of it
+    assert held_out and not held_out & copied and real_train == copied

@@ -2,13 +2,17 @@
 command end to end (every figure, the page and its audio) runs in
 tests/commands/test_every_command.py, on the run every command shares."""
 import json
+import shutil
 
 import pytest
 
 from myxtts import cli
-from myxtts.evaluate.evaluation import DNSMOS, plan
+from myxtts.config import load
+from myxtts.data.prepare import prepare
+from myxtts.evaluate.evaluation import DNSMOS, ZERO_SHOT, plan
+from myxtts.models.checkpoint import read_metadata, resolve_checkpoint, trained_voices
 
-from .conftest import train_tiny
+from .conftest import LJ, ROOT, train_tiny
 
 
 def _records(run):
@@ -30,6 +34,35 @@ def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_va
     losses = [{x["step"]: x["loss"] for x in _records(r) if x.get("loss") is not None}
               for r in (run, tmp_path / "plain")]
     assert sorted(losses[0]) == [1, 2, 3] and losses[0] == losses[1]
+
+
+def test_eval_scores_a_voice_the_model_never_heard_against_its_training_voices(tiny_run, tmp_path, capsys):
+    run, _ = tiny_run
+    assert trained_voices(read_metadata(resolve_checkpoint(run))) == ["speaker"]  # the LJ clips' voice
+    periodic = [x for x in _records(run) if "eval_wer" in x][0]
+    assert not any(f"eval_{k}" in periodic for k in ZERO_SHOT)  # its own cache: every voice heard
+    # the LJSpeech clips it trained on, and two clips of a voice it never heard, one held out
+    corpus, demo = tmp_path / "two", ROOT / "data" / "demo"
+    shutil.copytree(LJ, corpus)
+    rows = {line.split("|")[0]: line for line in (demo / "metadata.csv").read_text().splitlines()}
+    for uid in ("spk5-0001", "spk5-0002"):
+        shutil.copy(demo / "wavs" / f"{uid}.flac", corpus / "wavs")
+        with open(corpus / "metadata.csv", "a") as f:
+            f.write(rows[uid] + "\n")
+    (corpus / "val.txt").write_text("LJ001-0002\nspk5-0002\n")
+    prepare(corpus, tmp_path / "cache", load("tiny"), progress=False)
+    assert cli.main(["eval", "--checkpoint", str(run), "--data", str(tmp_path / "cache"),
+                     "--out", str(tmp_path / "eval")]) == 0
+    capsys.readouterr()
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    heard, unheard = sorted(report["per_sentence"], key=lambda r: r["speaker"] == "spk5")
+    assert "zero_shot" not in heard and unheard["zero_shot"] is True
+    assert unheard["nearest_trained_voice"] == "speaker"
+    assert -1 <= unheard["speaker_cosine_nearest_trained"] <= 1
+    assert report["zero_shot_speaker_cosine"] == pytest.approx(unheard["speaker_cosine"])
+    assert report["zero_shot_nearest_trained_cosine"] == pytest.approx(unheard["speaker_cosine_nearest_trained"])
+    nearer = unheard["speaker_cosine"] > unheard["speaker_cosine_nearest_trained"]
+    assert report["zero_shot_identified"] == float(nearer)
 
 
 @pytest.mark.parametrize("module, dist", [("faster_whisper", "faster-whisper"), ("speechmos", "speechmos")])

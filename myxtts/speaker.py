@@ -1,4 +1,5 @@
-"""Speaker embeddings: Resemblyzer's GE2E voice encoder (weights shipped in its package).
+"""Speaker embeddings: Resemblyzer's GE2E voice encoder (weights shipped in its package): what
+`eval` scores voices with and what `model.speaker_embedding=ge2e` conditions on.
 
 The encoder is the one ``resemblyzer.VoiceEncoder`` builds (a 3-layer LSTM over 40-band mels
 of 16 kHz audio, 25 ms windows, 10 ms hop, 1.6 s partials at 1.3 partials a second, L2-normed
@@ -9,6 +10,7 @@ its audio module imports ``webrtcvad``, which needs ``pkg_resources`` (removed f
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from myxtts.audio import trim_silence
 from myxtts.errors import UserError
 
 SAMPLE_RATE = 16000
+DIM = 256  # embedding size
 N_MELS, WINDOW, HOP = 40, 400, 160  # 25 ms and 10 ms at 16 kHz
 PARTIAL_FRAMES = 160  # 1.6 s
 PARTIALS_PER_SECOND, MIN_COVERAGE = 1.3, 0.75
@@ -31,8 +34,8 @@ TRIM_TOP_DB = 40.0
 def weights_path() -> Path:
     spec = importlib.util.find_spec("resemblyzer")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("speaker similarity needs resemblyzer (its encoder weights); "
-                        "pip install 'myxtts[eval]'")
+        raise UserError("the GE2E speaker encoder (speaker similarity, model.speaker_embedding=ge2e) "
+                        "needs resemblyzer for its weights: pip install 'myxtts[eval]'")
     path = Path(next(iter(spec.submodule_search_locations))) / "pretrained.pt"
     if not path.is_file():
         raise UserError(f"{path}: the resemblyzer package has no encoder weights; reinstall it")
@@ -90,6 +93,12 @@ class SpeakerEncoder(nn.Module):
         partials = np.stack([mel[s:s + PARTIAL_FRAMES] for s in starts])  # (P, 160, 40)
         e = self(torch.from_numpy(partials)).mean(0).numpy()
         return e / np.linalg.norm(e)
+
+
+@functools.lru_cache(maxsize=1)
+def shared_encoder() -> SpeakerEncoder:
+    """One encoder per process, loaded on first use (synthesis embeds each reference once)."""
+    return SpeakerEncoder()
 
 
 def cosine(a: np.ndarray | None, b: np.ndarray | None) -> float | None:

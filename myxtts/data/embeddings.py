@@ -1,0 +1,72 @@
+"""Speaker embeddings of a cache's clips, computed once and kept beside the cache.
+
+``model.speaker_embedding=ge2e`` conditions the model on the GE2E embedding
+(:mod:`myxtts.speaker`, an encoder trained for verification on thousands of voices) of each
+reference clip. A clip's embedding never changes, so it is computed once per clip from the
+cache's stored waveform and written to ``CACHE/speaker_embeddings.npy``, one row per utterance
+in cache order; the loader's workers then copy rows as they copy mels, and the training step
+costs the host nothing more. The file is written atomically (a reader sees none or all of it)
+and is not part of the cache's checked structure: a cache without it is still whole, and the
+first run that needs it computes it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from myxtts.errors import UserError
+from myxtts.speaker import DIM, shared_encoder
+
+FILE = "speaker_embeddings.npy"
+
+
+def path_of(cache) -> Path:
+    return Path(cache.path) / FILE
+
+
+def load(cache) -> np.ndarray | None:
+    """(N, DIM) float32 rows in cache order, or None when not computed yet. A file of another
+    shape (a cache prepared again since) is refused with what to do."""
+    p = path_of(cache)
+    if not p.is_file():
+        return None
+    try:
+        emb = np.load(p)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{p}: unreadable ({e}); delete it and it is computed again") from None
+    if emb.shape != (len(cache), DIM):
+        raise UserError(f"{p}: holds {emb.shape[0]} embeddings of size {emb.shape[-1]} for "
+                        f"{len(cache)} utterances; delete it and it is computed again")
+    return emb.astype(np.float32)
+
+
+def ensure(cache, progress: bool = True) -> np.ndarray:
+    """The cache's embeddings, computing and storing them first where they are missing."""
+    emb = load(cache)
+    if emb is not None:
+        return emb
+    from tqdm import tqdm
+
+    if not cache.has_wav:
+        raise UserError(f"{cache.path}: speaker embeddings are computed from the stored "
+                        "waveforms; prepare with data.store_wav=true")
+    encoder = shared_encoder()
+    sr = cache.audio_cfg.sample_rate
+    print(f"speaker embeddings: computing the GE2E embedding of {len(cache)} clips once into "
+          f"{path_of(cache)}", file=sys.stderr)
+    out = np.zeros((len(cache), DIM), np.float32)
+    for i in tqdm(range(len(cache)), desc="embed", unit="clip", disable=not progress, file=sys.stderr):
+        e = encoder.embed(cache.wav(i).astype(np.float32) / 32768.0, sr)
+        if e is not None:  # no sound in it: the zero row, as the neutral voice has
+            out[i] = e
+    p = path_of(cache)
+    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.save(f, out.astype(np.float16))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+    return load(cache)
