@@ -92,3 +92,11 @@ def test_a_cache_without_waveforms_is_refused(tmp_path):
     with pytest.raises(UserError, match="store_wav=true"):
         embeddings.ensure(cache, progress=False)
     assert embeddings.load(cache) is None and not embeddings.path_of(cache).exists()
+
+
+def test_worker_processes_compute_the_rows_one_process_does(cache, computed, tmp_path, monkeypatch):
+    copy = tmp_path / "c"
+    shutil.copytree(cache.path, copy)
+    (copy / embeddings.FILE).unlink()
+    monkeypatch.setattr(embeddings, "CHUNK", 3)  # 4 tasks for the 2 processes
+    np.testing.assert_array_equal(embeddings.ensure(Cache(copy), progress=False, workers=2), computed[0])
