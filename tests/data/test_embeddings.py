@@ -99,4 +99,5 @@ def test_worker_processes_compute_the_rows_one_process_does(cache, computed, tmp
     shutil.copytree(cache.path, copy)
     (copy / embeddings.FILE).unlink()
     monkeypatch.setattr(embeddings, "CHUNK", 3)  # 4 tasks for the 2 processes
-    np.testing.assert_array_equal(embeddings.ensure(Cache(copy), progress=False, workers=2), computed[0])
+    # one thread per worker sums in another order: float32 rounding, then a float16 row may round apart
+    np.testing.assert_allclose(embeddings.ensure(Cache(copy), progress=False, workers=2), computed[0], atol=1e-4)
