@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from myxtts import audio
+from myxtts.data import embeddings
 from myxtts.data.dataset import ref_frames_for
 from myxtts.errors import UserError
 
@@ -109,8 +110,11 @@ def reference_from_mel(mel, cfg, say: Callable[[str], None] | None = None,
 
 def reference_from_cache(cache, i: int, cfg) -> Reference:
     """Utterance ``i`` of a prepared cache as the voice (eval, training samples, a run's voices)."""
-    emb = voice_embedding([cache.wav(i).astype(np.float32) / 32768.0], cfg) \
-        if cfg.model.speaker_embedding == "ge2e" else None
+    emb = None
+    if cfg.model.speaker_embedding == "ge2e":  # the row training read, where computed
+        stored = embeddings.row(cache, i)
+        emb = torch.from_numpy(stored) if stored is not None else \
+            voice_embedding([cache.wav(i).astype(np.float32) / 32768.0], cfg)
     return reference_from_mel(cache.mel(i), cfg, embedding=emb)
 
 

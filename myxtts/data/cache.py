@@ -98,5 +98,10 @@ class Cache:
     def indices(self, split: str = "train") -> np.ndarray:
         return np.flatnonzero(self.index.val == SPLITS[split])
 
+    def voices(self, split: str = "train") -> list[str]:
+        """The speakers with utterances in ``split``: for ``train``, the voices a model trained on
+        this cache heard (a voice held out whole is not one)."""
+        return [self.speakers[s] for s in sorted(set(self.index.speaker[self.indices(split)].tolist()))]
+
     def seconds(self) -> float:
         return float(self.index.n_frames.sum()) * self.audio_cfg.hop_length / self.audio_cfg.sample_rate

@@ -29,20 +29,31 @@ def path_of(cache) -> Path:
     return Path(cache.path) / FILE
 
 
-def load(cache) -> np.ndarray | None:
-    """(N, DIM) float32 rows in cache order, or None when not computed yet. A file of another
-    shape (a cache prepared again since) is refused with what to do."""
+def _open(cache, mmap: bool) -> np.ndarray | None:
     p = path_of(cache)
     if not p.is_file():
         return None
     try:
-        emb = np.load(p)
+        emb = np.load(p, mmap_mode="r" if mmap else None)
     except (OSError, ValueError) as e:
         raise UserError(f"{p}: unreadable ({e}); delete it and it is computed again") from None
     if emb.shape != (len(cache), DIM):
         raise UserError(f"{p}: holds {emb.shape[0]} embeddings of size {emb.shape[-1]} for "
                         f"{len(cache)} utterances; delete it and it is computed again")
-    return emb.astype(np.float32)
+    return emb
+
+
+def load(cache) -> np.ndarray | None:
+    """(N, DIM) float32 rows in cache order, or None when not computed yet. A file of another
+    shape (a cache prepared again since) is refused with what to do."""
+    emb = _open(cache, mmap=False)
+    return None if emb is None else emb.astype(np.float32)
+
+
+def row(cache, i: int) -> np.ndarray | None:
+    """Utterance ``i``'s stored embedding (DIM,) float32, read alone; None when not computed."""
+    emb = _open(cache, mmap=True)
+    return None if emb is None else np.asarray(emb[i], dtype=np.float32)
 
 
 CHUNK = 64  # clips per worker task
@@ -70,9 +81,10 @@ def _embed(job: tuple) -> tuple[int, np.ndarray]:
     return lo, out
 
 
-def ensure(cache, progress: bool = True, workers: int | None = None) -> np.ndarray:
+def ensure(cache, progress: bool = True, workers: int = 1) -> np.ndarray:
     """The cache's embeddings, computing and storing them first where they are missing, in
-    ``workers`` processes (default: one per core; about 25 clips a second each)."""
+    ``workers`` processes (training passes one per usable core; 16-25 clips a second each on a
+    2-core VM)."""
     emb = load(cache)
     if emb is not None:
         return emb
@@ -82,7 +94,7 @@ def ensure(cache, progress: bool = True, workers: int | None = None) -> np.ndarr
         raise UserError(f"{cache.path}: speaker embeddings are computed from the stored "
                         "waveforms; prepare with data.store_wav=true")
     shared_encoder()  # a missing encoder is one line here, before any worker starts
-    workers = max(1, min(workers or os.cpu_count() or 1, -(-len(cache) // CHUNK)))
+    workers = max(1, min(workers, -(-len(cache) // CHUNK)))
     print(f"speaker embeddings: computing the GE2E embedding of {len(cache)} clips once into "
           f"{path_of(cache)} ({workers} process{'es' if workers > 1 else ''})", file=sys.stderr)
     jobs = [(str(cache.path), lo, min(lo + CHUNK, len(cache))) for lo in range(0, len(cache), CHUNK)]

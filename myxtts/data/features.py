@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from myxtts.audio import LOG_FLOOR, AudioError, MelSpectrogram, load_audio, preprocess
+from myxtts.data.manifest import PSEUDO
 from myxtts.errors import UserError
 
 MEL_PAD = math.log(LOG_FLOOR)  # the mel value of digital silence; padding must look like it
@@ -203,4 +204,8 @@ class DecodedAudio(Features):
 
 def features_for(cache, cfg, with_wav: bool = False) -> Features:
     """The run's strategy: decoded audio with ``data.on_the_fly``, else the cache's mels."""
+    if cfg.data.on_the_fly and any(PSEUDO in s for s in cache.speakers):
+        raise UserError(f"{cache.path} holds pseudo-speakers (data.pseudo_speakers), whose sped-up "
+                        "copies exist in the cache only: on-the-fly mode would decode their source "
+                        "audio at its own speed; train with data.on_the_fly=false")
     return (DecodedAudio if cfg.data.on_the_fly else CachedMels)(cache, with_wav)

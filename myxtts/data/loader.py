@@ -123,10 +123,11 @@ def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, worl
     pool = cache.indices("train") if split == "train" else np.arange(len(cache))
     if split == "train" and pool.size == 0:
         pool = np.arange(len(cache))
-    speakers = embeddings.ensure(cache) if cfg.model.speaker_embedding == "ge2e" else None
+    # the vocoder's batches (with_wav) carry no voice to condition on
+    ref_embeddings = embeddings.ensure(cache) if cfg.model.speaker_embedding == "ge2e" and not with_wav else None
     dataset = BatchBuilder(cache, features_for(cache, cfg, with_wav), ref_seconds=d.ref_seconds,
                            pad_multiple=d.pad_multiple, seed=sampler.seed, ref_pool=pool,
-                           speaker_embeddings=speakers)
+                           speaker_embeddings=ref_embeddings)
     workers = d.num_workers if num_workers is None else num_workers
     persistent = (split == "train") if persistent_workers is None else persistent_workers
     persistent = persistent and workers > 0

@@ -42,6 +42,14 @@ DEFAULT_SPEAKER = "speaker"
 FALLBACK_ENCODING = "cp1252"
 
 
+PSEUDO = "~speed"  # marks a pseudo-speaker's id and voice name: "spk1~speed0.9" (prepare)
+
+
+def real_voice(name: str) -> str:
+    """The recorded voice a speaker name stands for: "spk1~speed0.9" → "spk1"."""
+    return name.split(PSEUDO)[0]
+
+
 @dataclass(frozen=True)
 class Utterance:
     id: str

@@ -35,6 +35,7 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.config import Config, from_dict
+from myxtts.data.embeddings import FILE as EMBEDDINGS
 from myxtts.data.format import (
     FORMAT_VERSION,
     RECIPE,
@@ -45,7 +46,7 @@ from myxtts.data.format import (
     write_json,
     write_shard,
 )
-from myxtts.data.manifest import Problem, locate, read_corpus
+from myxtts.data.manifest import PSEUDO, Problem, locate, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
@@ -137,9 +138,6 @@ def _text_pass(utts, tp: TextProcessor, vocab: Vocabulary | None = None):
     return kept, problems, unknown, vocab
 
 
-PSEUDO = "~speed"  # marks a pseudo-speaker's id and voice name: "spk1~speed0.9"
-
-
 def pseudo_speeds(n: int) -> list[float]:
     """The speeds of ``n`` pseudo-speakers per voice: 0.9, 1.1, 0.8, 1.2, ... (F0 and formants
     move with the speed, so each is heard as another voice; Kaldi's 0.9/1.1 first)."""
@@ -186,11 +184,14 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
     kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text), vocab)
     problems += text_problems
-    # The held-out pick, once, over the utterances listed: the pseudo-speakers' copies follow it,
-    # so a clip the audio pass skips cannot move another held-out clip into training.
-    val = _split([u.id for u, _ in kept], root, cfg)
-    val_ids = {u.id for (u, _), v in zip(kept, val) if v}
-    kept += _pseudo_speakers(kept, val, cfg.data.pseudo_speakers)
+    # With pseudo-speakers the held-out pick is made here, over the utterances listed, and their
+    # copies follow it: a clip the audio pass skips cannot move a copied clip into the held-out
+    # split. Without, it is made over the utterances kept (_merge), as caches always had it.
+    val_ids = None
+    if cfg.data.pseudo_speakers:
+        val = _split([u.id for u, _ in kept], root, cfg)
+        val_ids = {u.id for (u, _), v in zip(kept, val) if v}
+        kept += _pseudo_speakers(kept, val, cfg.data.pseudo_speakers)
     chunks = [kept[i:i + chunk_size] for i in range(0, len(kept), chunk_size)]
     source = {"root": str(root), "format": fmt,
               "metadata": str(Path(metadata).resolve()) if metadata else None,
@@ -313,7 +314,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
     return stats
 
 
-def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str], cfg: Config, problems, unknown,
+def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg: Config, problems, unknown,
            computed: dict, elapsed: float, workers: int) -> dict:
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     per_entry = ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens", "wav_offset",
@@ -333,7 +334,8 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str], cfg: Confi
     speakers = sorted(set(cols["speaker_name"]))
     spk_index = {s: i for i, s in enumerate(speakers)}
     cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
-    cols["val"] = [int(i in val_ids) for i in cols["id"]]
+    cols["val"] = _split(cols["id"], Path(recipe["source"]["root"]), cfg).tolist() if val_ids is None \
+        else [int(i in val_ids) for i in cols["id"]]
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
@@ -383,6 +385,7 @@ def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
         if (cache / "shards" / name).is_dir():
             shutil.rmtree(cache / "shards" / name)
     (cache / "meta.json").unlink(missing_ok=True)
+    (cache / EMBEDDINGS).unlink(missing_ok=True)  # of the clips as they were: computed again on use
     src = recipe["source"]
     return prepare(src["root"], cache, from_dict(recipe["config"]), src["format"], src["metadata"],
                    src["wav_dir"], workers=workers, chunk_size=recipe["chunk_size"])

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from myxtts import audio
+from myxtts.data.manifest import real_voice
 from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
@@ -88,7 +89,9 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
     for i in chosen[:limit]:
         s = int(cache.index.speaker[i])
         same = [j for j in by_speaker[s] if j != i]
-        others = speakers[speakers.index(s) + 1:] + speakers[:speakers.index(s)]
+        voice = real_voice(cache.speakers[s])  # a pseudo-speaker's copy of the voice is no control
+        others = [o for o in speakers[speakers.index(s) + 1:] + speakers[:speakers.index(s)]
+                  if real_voice(cache.speakers[o]) != voice]
         out.append(Sentence(i, cache.index.id[i], cache.speakers[s], cache.index.text[i],
                             ref=same[0] if same else i,
                             other=by_speaker[others[0]][0] if others else None))

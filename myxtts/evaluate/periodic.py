@@ -43,7 +43,7 @@ class TrainingEval:
             first = to_wave.name != self.scored_with
             result = evaluate(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), cache,
                               plan(cache, self.n), to_wave, self.listener, ground_truth=first,
-                              trained_voices=cache.speakers,
+                              trained_voices=cache.voices("train"),
                               log=lambda _: None)
         self.scored_with = to_wave.name
         figures = {f"eval_{k}": result.summary[k] for k in FIGURES if result.summary.get(k) is not None}

@@ -32,7 +32,7 @@ from myxtts.train.distributed import DistInfo
 from myxtts.train.finetune import freeze
 from myxtts.train.optim import build_optimizer, build_scheduler, build_vocoder_optimizer, build_vocoder_scheduler
 from myxtts.train.plan import LR_SETTING, Plan, asked_lr
-from myxtts.train.precision import Precision, device_name, pick_device, resolve
+from myxtts.train.precision import Precision, device_name, pick_device, resolve, usable_cpus
 from myxtts.train.recompute import recompute_blocks
 from myxtts.train.step import Step, TrainStep
 from myxtts.train.vocoder import VocoderStep
@@ -107,10 +107,6 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     if stage == "vocoder":
         return _vocoder(cfg, data, info, device, prec, with_batches, plan)
     cache = Cache(data, expect=cfg)
-    if cfg.model.speaker_embedding == "ge2e":  # computed once, by one process; the loaders read it
-        if info.is_main:
-            embeddings.ensure(cache)
-        D.barrier(info)
     run_on_host(host_copies(cfg))
     core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
     if cfg.train.recompute:
@@ -124,6 +120,16 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
                plan)
+
+
+def speaker_embeddings(cfg: Config, data, info: DistInfo) -> None:
+    """A ``model.speaker_embedding=ge2e`` run's cache embeddings, computed where missing by rank 0
+    while the others wait, before anything sizes or builds a run (whose loaders then read them)."""
+    if cfg.model.speaker_embedding != "ge2e":
+        return
+    if info.is_main:
+        embeddings.ensure(Cache(data, expect=cfg), workers=usable_cpus())
+    D.barrier(info)
 
 
 def host_copies(cfg: Config) -> bool:

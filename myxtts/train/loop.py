@@ -131,7 +131,7 @@ class Loop:
             path = ckpt.save(out, self.state.step, run.model, run.cfg, run.cache.vocab.symbols,
                              ckpt.gather_state(self.components(), rng), run.cfg.train.keep_last,
                              kind=run.stage, plan=run.plan,
-                             speakers=run.cache.speakers if run.stage == "acoustic" else None)
+                             speakers=run.cache.voices("train") if run.stage == "acoustic" else None)
             if self.state.save_best:
                 ckpt.save_best(out, path)
         self.state.save_best = False

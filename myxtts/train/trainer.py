@@ -18,7 +18,7 @@ from myxtts.models.xtts import count_parameters
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train import finetune
-from myxtts.train.build import Run, build_run, resolve_plan
+from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
 from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs, cudagraph_counts
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
@@ -43,6 +43,8 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     try:
         last = ckpt.resume_point(out, stage)
         init = init if last is None else None
+        if stage == "acoustic":
+            speaker_embeddings(cfg, data, info)
         plan = resolve_plan(cfg, data, stage=stage, info=info, saved=Plan.load(last) if last else None,
                             init_from=init.record() if init else None)
         run = build_run(cfg, data, stage=stage, info=info, plan=plan)

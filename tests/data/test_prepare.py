@@ -299,3 +299,13 @@ def test_a_clip_skipped_at_the_audio_pass_does_not_leak_a_held_out_clip_into_tra
     real_train = {cache.index.id[i] for i in cache.indices("train")} - {u for u in cache.index.id if "~" in u}
     # the pick is made once, over the clips listed: the unreadable ones take their share of it
     assert held_out and not held_out & copied and real_train == copied
+
+
+def test_on_the_fly_mode_refuses_a_cache_with_pseudo_speakers():
+    from myxtts.data.features import features_for
+
+    class _Cache:  # the parts features_for reads
+        path, speakers = "cache", ["a", "a~speed0.9"]
+
+    with pytest.raises(UserError, match="on_the_fly=false"):
+        features_for(_Cache(), load(None, ["data.on_the_fly=true"]))

@@ -105,3 +105,18 @@ def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
     trained = plan(_Cache(), split="train")  # what the model heard, each with another reference
     assert [s.id for s in trained] == ["a1", "b1"]
     assert trained[0].ref != 0 and trained[0].other == 2 and trained[1].other == 0
+
+
+class _PseudoCache(_Cache):  # anna again at 0.9 times her speed: a copy of her voice, no control
+    speakers = ["anna", "anna~speed0.9", "ben"]
+
+    class index:  # noqa: N801 - the attribute plan() reads
+        id = ["a1", "a2", "p1", "b1"]
+        text = ["one", "two", "three", "four"]
+        speaker = [0, 0, 1, 2]
+        val = [0, 1, 0, 0]
+
+
+def test_plan_takes_the_control_from_another_recorded_voice_not_a_pseudo_speaker():
+    (sentence,) = plan(_PseudoCache())
+    assert sentence.id == "a2" and sentence.other == 3  # ben's, not anna~speed0.9's
