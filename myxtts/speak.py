@@ -72,11 +72,13 @@ def voice_embedding(wavs: list[np.ndarray], cfg) -> torch.Tensor | None:
         return None
     from myxtts.speaker import shared_encoder
 
-    embs = [e for e in (shared_encoder().embed(w, cfg.audio.sample_rate) for w in wavs) if e is not None]
-    if not embs:
-        return None
-    e = np.mean(embs, axis=0)
-    return torch.from_numpy((e / np.linalg.norm(e)).astype(np.float32))
+    return mean_embedding([torch.from_numpy(e) for e in (shared_encoder().embed(w, cfg.audio.sample_rate)
+                                                         for w in wavs) if e is not None])
+
+
+def mean_embedding(embs: list[torch.Tensor]) -> torch.Tensor | None:
+    """Several clips' (256,) embeddings → the voice's: their mean, unit length; None for none."""
+    return torch.nn.functional.normalize(torch.stack(embs).float().mean(0), dim=0) if embs else None
 
 
 def _embeddings(refs: list[Reference], kind: str) -> dict:

@@ -98,6 +98,13 @@ class Cache:
     def indices(self, split: str = "train") -> np.ndarray:
         return np.flatnonzero(self.index.val == SPLITS[split])
 
+    def first_of_each_speaker(self) -> dict[int, int]:
+        """Speaker → its first utterance, the training split's first: a voice's default reference."""
+        first: dict[int, int] = {}
+        for i in sorted(range(len(self)), key=lambda i: (int(self.index.val[i]), i)):
+            first.setdefault(int(self.index.speaker[i]), i)
+        return first
+
     def voices(self, split: str = "train") -> list[str]:
         """The speakers with utterances in ``split``: for ``train``, the voices a model trained on
         this cache heard (a voice held out whole is not one)."""

@@ -150,12 +150,8 @@ def _mean(xs) -> float | None:
 
 def _trained_references(cache, trained_voices: list[str] | None) -> dict[str, int]:
     """Each training voice the cache holds → its first training utterance (its reference)."""
-    out: dict[str, int] = {}
-    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):
-        name = cache.speakers[int(cache.index.speaker[i])]
-        if name in (trained_voices or ()):
-            out.setdefault(name, i)
-    return out
+    return {cache.speakers[s]: i for s, i in cache.first_of_each_speaker().items()
+            if cache.speakers[s] in (trained_voices or ())}
 
 
 def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave, listener: Listener,

@@ -74,11 +74,8 @@ def parse_voice(arg: str) -> tuple[str, Path]:
 
 def cache_voices(cache, cfg) -> list[Voice]:
     """Every speaker of the cache, from its first training utterance (the evaluation's rule)."""
-    first: dict[int, int] = {}
-    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):
-        first.setdefault(int(cache.index.speaker[i]), i)
     return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_cache(cache, i, cfg),
-                  f"{cache.path} {cache.index.id[i]}") for s, i in sorted(first.items())]
+                  f"{cache.path} {cache.index.id[i]}") for s, i in sorted(cache.first_of_each_speaker().items())]
 
 
 def load_acoustic(weights: Path, vocoder):

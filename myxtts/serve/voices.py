@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from myxtts import speak
 from myxtts.errors import UserError
@@ -72,8 +71,7 @@ def folder_voices(folder: Path, cfg, say) -> list[Voice]:
         if not refs:
             say(f"note: voice {sub.name} skipped: no usable clip ({', '.join(CLIP_SUFFIXES)}) in {sub}")
             continue
-        embs = [r.embedding for r in refs if r.embedding is not None]  # the voice: their mean
-        emb = F.normalize(torch.stack(embs).mean(0), dim=0) if embs else None
+        emb = speak.mean_embedding([r.embedding for r in refs if r.embedding is not None])
         out.append(Voice(sub.name, "voices folder",
                          speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg, embedding=emb)))
     return out
