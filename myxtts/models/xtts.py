@@ -13,7 +13,7 @@ the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] 
 With ``model.speaker_embedding=ge2e`` the latents end with the reference's GE2E embedding
 (:mod:`myxtts.speaker`, frozen, computed outside the model) projected to d: XTTS's speaker
 embedding beside its perceiver latents, so a voice is placed by an encoder that heard thousands.
-
+The decoders read the latents as they come, K or K+1 (K below).
 
 - ``forward(mel, memory, mem_mask, mel_lens, token_lens, n_text)`` → dict of training outputs:
   mel_pre, mel_post (B, Tm, M) raw log-mel and attn (B, Tm/r, Tt), plus the decoder's own.
