@@ -27,7 +27,7 @@ from myxtts.models.xtts import XTTS
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
-from myxtts.train.compile import compile_step, resolve_compile, use_cache
+from myxtts.train.compile import check_padding, compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.finetune import freeze
 from myxtts.train.optim import build_optimizer, build_scheduler, build_vocoder_optimizer, build_vocoder_scheduler
@@ -100,6 +100,7 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     cfg = dataclasses.replace(cfg, train=tcfg)
     plan = plan or resolve_plan(cfg, data, stage=stage, info=info)
     cfg, device = plan.apply(cfg, stage), torch.device(plan.device)
+    check_padding(cfg.data.pad_multiple, device, plan.compile)
     seed_everything(cfg, info.rank)
     prec = resolve(plan.precision, device)
     if plan.compile != "off":

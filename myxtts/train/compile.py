@@ -64,6 +64,22 @@ def resolve_compile(setting: str, device: torch.device, distributed: bool,
     return "cudagraphs", "auto: inductor with CUDA graphs"
 
 
+# SDPA's CUDA kernels check an attention bias's row stride for 8-element alignment; on a
+# symbolic length that check is a guard, and a bucket length that is not a multiple of 8 would
+# compile the step again. Bucket lengths are multiples of ``data.pad_multiple``.
+ATTENTION_ALIGNMENT = 8
+
+
+def check_padding(pad_multiple: int, device: torch.device, mode: str) -> None:
+    """Refuse, in one line, a ``data.pad_multiple`` that would split a compiled GPU step's one
+    graph by the attention bias's alignment."""
+    if device.type == "cuda" and mode != "off" and pad_multiple % ATTENTION_ALIGNMENT:
+        raise UserError(f"data.pad_multiple={pad_multiple}: a step compiled on a GPU needs bucket lengths "
+                        f"that are multiples of {ATTENTION_ALIGNMENT} (the attention kernels' alignment; "
+                        f"otherwise lengths compile apart): use a multiple of {ATTENTION_ALIGNMENT}, or "
+                        "train.compile=off")
+
+
 def compile_step(step, mode: str, backend: str | None = None) -> list[str]:
     """Apply ``train.compile`` (already resolved: off, default, cudagraphs or regional) to a
     training step: the one place a step is compiled. ``backend`` overrides torch.compile's

@@ -141,6 +141,19 @@ def _no_duck_sizing() -> None:
     shapes_config.use_duck_shape = False
 
 
+def _mix_order_reduction_without_size_guards() -> None:
+    """Inductor's Triton code generation (GPUs only) fuses a LayerNorm's backward reductions
+    over rows and over columns into one kernel only above a size, 5 Mi elements, and decides with
+    ``evaluate_expr``, which guards the symbolic batch size and lengths to that side: buckets
+    either side of it compiled the step three times for eight shapes on an H100 (2026-11-27,
+    ``512*B*Tt < 5242880``). Non-strict mode skips the size checks, so the decision no longer
+    depends on the shape. A CPU never reaches this code; the knob is set on every device, so
+    that what runs on a CPU is what runs on a GPU."""
+    import torch._inductor.config as icfg
+
+    icfg.triton.mix_order_reduction_non_strict_mode = True
+
+
 def _symbolic_saved_strides() -> None:
     """AOTAutograd hands the backward compiler the forward's saved activations with strides
     evaluated to the first batch's numbers (``evaluate_symexpr``), and the backward then guards
@@ -219,6 +232,9 @@ HOOKS: tuple[Hook, ...] = (
     Hook((), _allow_many_shapes, ""),  # each knob checked by name: renamed across releases
     Hook(("torch._inductor.config:triton.cudagraph_dynamic_shape_warn_limit",), _quiet_cudagraph_shapes,
          "torch may warn about recording a CUDA graph for each of many shapes"),
+    Hook(("torch._inductor.config:triton.mix_order_reduction_non_strict_mode",),
+         _mix_order_reduction_without_size_guards,
+         "a LayerNorm backward's size decides a fusion on a GPU, and " + ONE_MORE_COMPILE),
     Hook(("torch.fx.experimental._config:use_duck_shape",), _no_duck_sizing,
          "two lengths equal in the first batch share a symbol, and " + ONE_MORE_COMPILE),
     Hook(("torch._inductor.output_code:set_tracing_context_output_strides",

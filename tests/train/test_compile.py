@@ -303,3 +303,39 @@ def test_the_aligner_on_the_host_compiles_without_cuda_graphs():
     with pytest.raises(UserError, match="train.compile=default"):
         C.resolve_compile("cudagraphs", cuda, False, host_copies=True)
     assert C.resolve_compile("auto", torch.device("cpu"), False, host_copies=True)[0] == "off"
+
+
+def test_gpu_only_compiler_decisions_are_kept_off_the_shapes_while_the_step_compiles(lj_cache):
+    """Inductor's mix-order reduction (Triton, GPUs only) guards the batch size and lengths to
+    one side of a size unless its non-strict mode is on: on an H100 the step compiled three times
+    for eight shapes. A CPU never runs that code, so what is checked is the setting itself, read
+    by the backend at the moment the step is handed to it (torch.compile may run it later than
+    compile_step, and nothing may have put it back by then)."""
+    import torch._inductor.config as icfg
+
+    if "torch._inductor.config:triton.mix_order_reduction_non_strict_mode" in LACKING:
+        pytest.skip(f"torch {torch.__version__} has no mix-order reduction: nothing to keep off")
+    seen = []
+
+    def backend(gm, example_inputs):  # what inductor would read, when it would read it
+        seen.append(icfg.triton.mix_order_reduction_non_strict_mode)
+        return gm.forward
+
+    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend=backend, with_batches=False)
+    from myxtts.data.sampler import shape_plans
+    from myxtts.train.batches import BucketBatches
+
+    bb = BucketBatches(run.cache, run.cfg, run.device)
+    run.step_fn.compile_shape(bb.device_batch(shape_plans(run.sampler)[0]).tensors)
+    assert seen and all(seen), seen
+
+
+def test_a_gpu_step_refuses_bucket_lengths_that_split_its_graph():
+    """SDPA's alignment check on a symbolic length is a guard: lengths that are no multiple of 8
+    would compile apart. One line, before anything is built on the GPU."""
+    cuda = torch.device("cuda", 0)
+    with pytest.raises(UserError, match=r"data.pad_multiple=12: .* multiples of 8"):
+        C.check_padding(12, cuda, "cudagraphs")
+    C.check_padding(16, cuda, "cudagraphs")
+    C.check_padding(12, cuda, "off")  # eager: nothing to split
+    C.check_padding(12, torch.device("cpu"), "default")  # no such kernel on a CPU
