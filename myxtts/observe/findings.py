@@ -27,7 +27,7 @@ class Finding:
 
 @dataclass
 class Diagnosis:
-    bound: str         # cpu | input-bound | compiling | idle | launch-bound | compute-bound | unknown
+    bound: str         # cpu | input-bound | compiling | idle | launch-bound | compute-bound | kernel-bound | busy | unknown
     reason: str        # a sentence with the numbers behind the verdict
     findings: list[Finding] = field(default_factory=list)
 

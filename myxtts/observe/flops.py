@@ -82,16 +82,12 @@ def mfu(flops: float, seconds: float, device_name: str | None) -> dict:
     return {"achieved_tflops": achieved, "peak_tflops": peak, "mfu_pct": pct, "mfu_basis": basis}
 
 
-SIMULATED_MFU = 0.40
-SIMULATED_GPU = "NVIDIA H100 80GB HBM3"  # an H100 SXM, as torch names it
-
-
-def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, dict]:
-    """{(B, Tt, Tm): ms} an H100 would need for one training step of ``cfg.model`` on each batch
-    shape, at an assumed ``SIMULATED_MFU`` of its dense bf16 peak, and how that was derived:
-    ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3, FLOPs counted on meta tensors.
-    ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear layers and
-    attention) for the rest."""
+def meta_step_flops(cfg, cache, shapes, quick: bool = False) -> tuple[dict, str, int]:
+    """({(B, Tt, Tm): FLOPs} of one forward + loss + backward of ``cfg.model`` on each batch
+    shape, how they were counted, the model's parameters). Counted on meta tensors: no memory,
+    no time, the same matmul and attention shapes as a real batch (padding costs as much as real
+    frames). ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear
+    layers and attention) for the rest."""
     n_mels = cache.audio_cfg.n_mels
     tr = ref_len_for(cache.audio_cfg, cfg.data.ref_seconds, cfg.data.pad_multiple)
     with torch.device("meta"):
@@ -110,14 +106,52 @@ def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, di
     if quick and len(by_tm) > 3:
         picks = [by_tm[0], by_tm[len(by_tm) // 2], by_tm[-1]]
         coef = np.linalg.solve(np.array([[1.0, s[2], s[2] ** 2] for s in picks]), [flops(*s) / s[0] for s in picks])
-        counted = {s: s[0] * float(coef @ [1.0, s[2], s[2] ** 2]) for s in shapes}
-        how = "counted for 3 shapes, FLOPs/row fitted as a + b*Tm + c*Tm^2 for the rest (--quick)"
-    else:
-        counted = {s: flops(*s) for s in shapes}
-        how = "counted for every shape"
+        return ({s: s[0] * float(coef @ [1.0, s[2], s[2] ** 2]) for s in shapes},
+                "counted for 3 shapes, FLOPs/row fitted as a + b*Tm + c*Tm^2 for the rest (--quick)",
+                count_parameters(model))
+    return {s: flops(*s) for s in shapes}, "counted for every shape", count_parameters(model)
+
+
+NOT_APPLICABLE_ON_CPU = "not applicable on a CPU: MFU is against a GPU's dense bf16 peak"
+
+
+def run_mfu(flops_by_shape: dict[str, float], step_by_shape: dict, device: str, device_name: str | None) -> dict:
+    """A training run's MFU: for each batch shape ("BxTtxTm", as the step timer names them) its
+    FLOPs over its mean step time, and over the run the FLOPs of every timed step over their
+    time. → mfu_pct (None where the peak is unknown or on a CPU), achieved_tflops, mfu_basis,
+    mfu_by_shape {shape: {tflop, achieved_tflops, mfu_pct, steps}}."""
+    by, flops, seconds = {}, 0.0, 0.0
+    cpu = not str(device).startswith("cuda")
+    for key, st in step_by_shape.items():
+        f, n, ms = flops_by_shape.get(key), st.get("n") or 0, st.get("mean_ms")
+        if f is None or not n or not ms:
+            continue
+        m = mfu(f, ms / 1e3, None if cpu else device_name)
+        by[key] = {"tflop": f / 1e12, "achieved_tflops": m["achieved_tflops"],
+                   "mfu_pct": m["mfu_pct"], "steps": n}
+        flops, seconds = flops + f * n, seconds + ms / 1e3 * n
+    m = mfu(flops, seconds, None if cpu else device_name)
+    basis = NOT_APPLICABLE_ON_CPU if cpu else m["mfu_basis"]
+    if not by:
+        basis = "no step was timed after warm-up"
+    return {"mfu_pct": m["mfu_pct"] if by else None, "achieved_tflops": m["achieved_tflops"] if by else None,
+            "mfu_basis": basis, "mfu_by_shape": by}
+
+
+SIMULATED_MFU = 0.40
+SIMULATED_GPU = "NVIDIA H100 80GB HBM3"  # an H100 SXM, as torch names it
+
+
+def simulated_step_ms(cfg, cache, shapes, quick: bool = False) -> tuple[dict, dict]:
+    """{(B, Tt, Tm): ms} an H100 would need for one training step of ``cfg.model`` on each batch
+    shape, at an assumed ``SIMULATED_MFU`` of its dense bf16 peak, and how that was derived:
+    ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3, FLOPs counted on meta tensors.
+    ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear layers and
+    attention) for the rest."""
+    counted, how, n_params = meta_step_flops(cfg, cache, shapes, quick)
     peak, basis = peak_tflops(SIMULATED_GPU)
     ms = {s: f / (SIMULATED_MFU * peak * 1e12) * 1e3 for s, f in counted.items()}
-    info = {"source": "derived", "model_params": count_parameters(model),
+    info = {"source": "derived", "model_params": n_params,
             "formula": "step_ms = FLOPs(forward + loss + backward) / (MFU * peak) * 1e3",
             "flops": "torch.utils.flop_counter.FlopCounterMode on meta tensors of each (B, Tt, Tm); " + how,
             "mfu_assumed": SIMULATED_MFU, "peak_tflops": peak, "peak_basis": basis,

@@ -244,10 +244,11 @@ class GpuSampler:
         """Seconds on the samples' clock (``GpuSample.t``), to mark a window such as compilation."""
         return time.monotonic() - self._t0
 
-    def summary(self, compiling: tuple[float, float] | None = None) -> GpuSummary:
-        """Per-GPU statistics over the kept samples."""
+    def summary(self, compiling: tuple[float, float] | None = None,
+                steady: tuple[float, float] | None = None) -> GpuSummary:
+        """Per-GPU statistics over the kept samples (``summarize_samples``)."""
         devices = {d.index: (d.name, d.gpm_reason) for d in self._devices}
-        return summarize_samples(self.samples(), self.interval, devices, compiling)
+        return summarize_samples(self.samples(), self.interval, devices, compiling, steady)
 
 
 def start_sampler(interval: float) -> tuple[GpuSampler | None, str]:
@@ -258,11 +259,12 @@ def start_sampler(interval: float) -> tuple[GpuSampler | None, str]:
         return None, str(e)
 
 
-def stop_sampler(sampler: GpuSampler | None, compiling: tuple[float, float] | None = None) -> GpuSummary | None:
+def stop_sampler(sampler: GpuSampler | None, compiling: tuple[float, float] | None = None,
+                 steady: tuple[float, float] | None = None) -> GpuSummary | None:
     if sampler is None:
         return None
     sampler.stop()
-    return sampler.summary(compiling)
+    return sampler.summary(compiling, steady)
 
 
 def _throttle_mask(nv, h) -> int:

@@ -81,6 +81,7 @@ class GpuStats:
     mem_total_mib: float | None = None
     power_mean_w: float | None = None
     sm_clock_mean_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None  # the highest SM clock sampled, warm-up and compiling included
     throttle_pct: dict[str, float] = field(default_factory=dict)  # share of samples each reason was active
 
     @classmethod
@@ -99,12 +100,18 @@ class CompileWindow:
     util_mean: float | None
 
 
+# A run shorter than this many steady samples per GPU keeps its edges in the statistics: there
+# would be too little left to judge otherwise.
+MIN_STEADY_SAMPLES = 10
+
+
 @dataclass
 class GpuSummary:
     interval_s: float
     duration_s: float
     gpus: list[GpuStats] = field(default_factory=list)
     compiling: CompileWindow | None = None
+    edge_samples: int = 0  # outside the compile window and outside steady training: not judged
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -116,23 +123,33 @@ class GpuSummary:
         comp = d.get("compiling")
         return cls(interval_s=d.get("interval_s", 0.0), duration_s=d.get("duration_s", 0.0),
                    gpus=[GpuStats.from_dict(g) for g in d.get("gpus", [])],
-                   compiling=CompileWindow(**comp) if comp else None)
+                   compiling=CompileWindow(**comp) if comp else None, edge_samples=d.get("edge_samples", 0))
 
 
 def summarize_samples(samples: list[GpuSample], interval: float, devices: dict | None = None,
-                      compiling: tuple[float, float] | None = None) -> GpuSummary:
+                      compiling: tuple[float, float] | None = None,
+                      steady: tuple[float, float] | None = None) -> GpuSummary:
     """Per-GPU statistics of ``samples`` (``devices``: {index: (name, why GPM is off)}). Samples
     taken inside ``compiling`` (start and end, seconds on the samples' clock) are counted apart,
     as compiling: a GPU waiting for the compiler is not an idle GPU, and is no part of the
-    training's utilisation either."""
+    training's utilisation either. With ``steady`` (start and end of steady training on the same
+    clock), the samples outside it are the run's edges: the first steps of each shape and their
+    CUDA graph recordings, the closing checkpoint. They are counted (``edge_samples``) but not
+    judged, unless too few samples would be left (``MIN_STEADY_SAMPLES``)."""
     devices = devices or {i: ("", "") for i in sorted({s.gpu for s in samples})}
 
     def inside(s):
         return compiling is not None and compiling[0] <= s.t <= compiling[1]
     rest = [s for s in samples if not inside(s)]
-    gpus = [summarize_gpu([s for s in rest if s.gpu == i], index=i, name=name, gpm_reason=why)
+    kept = [s for s in rest if steady is None or steady[0] <= s.t <= steady[1]]
+    if len(kept) < MIN_STEADY_SAMPLES * max(1, len(devices)):
+        kept = rest
+    gpus = [summarize_gpu([s for s in kept if s.gpu == i], index=i, name=name, gpm_reason=why,
+                          clock_max=max((s.sm_clock_mhz for s in samples if s.gpu == i and s.sm_clock_mhz),
+                                        default=None))
             for i, (name, why) in devices.items()]
-    out = GpuSummary(interval, samples[-1].t - samples[0].t if samples else 0.0, gpus)
+    out = GpuSummary(interval, samples[-1].t - samples[0].t if samples else 0.0, gpus,
+                     edge_samples=len(rest) - len(kept))
     if compiling is not None:
         util = [s.util for s in samples if inside(s) and s.util is not None]
         out.compiling = CompileWindow(compiling[0], compiling[1], compiling[1] - compiling[0],
@@ -140,8 +157,10 @@ def summarize_samples(samples: list[GpuSample], interval: float, devices: dict |
     return out
 
 
-def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", gpm_reason: str = "") -> GpuStats:
-    """Statistics of one GPU's samples (also used on samples read back from a CSV)."""
+def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", gpm_reason: str = "",
+                  clock_max: float | None = None) -> GpuStats:
+    """Statistics of one GPU's samples (also used on samples read back from a CSV); ``clock_max``
+    the highest SM clock of all its samples, else of these."""
     def vals(attr):
         return [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
 
@@ -155,6 +174,7 @@ def summarize_gpu(samples: list[GpuSample], *, index: int = 0, name: str = "", g
         mem_used_max_mib=max(vals("mem_used_mib"), default=None),
         mem_total_mib=max(vals("mem_total_mib"), default=None),
         power_mean_w=_mean(vals("power_w")), sm_clock_mean_mhz=_mean(vals("sm_clock_mhz")),
+        sm_clock_max_mhz=clock_max or max(vals("sm_clock_mhz"), default=None),
         throttle_pct={r: 100.0 * sum(r in s.throttle for s in samples) / n for r in reasons})
 
 

@@ -93,6 +93,7 @@ class Measured:
     host_syncs_per_step: float | None = None
     padding_pct: float | None = None
     mfu_pct: float | None = None
+    mfu_by_shape: dict = field(default_factory=dict)  # {"BxTtxTm": {tflop, achieved_tflops, mfu_pct, steps}}
     mem_peak_pct: float | None = None      # peak memory, % of capacity (train.memory: allocator reserved)
     memory: DeviceMemory | None = None     # the allocator's figures behind it, retries and OOMs
     compile_s: float | None = None         # warm-up spent compiling, before the first timed step
@@ -127,6 +128,7 @@ class Measured:
                    gpu=gpu,
                    recompiles=s.get("recompiles_after_warmup"), n_shapes=s.get("shapes_seen"),
                    padding_pct=s.get("padding_pct"), mem_peak_pct=mem_pct, memory=memory,
+                   mfu_pct=s.get("mfu_pct"), mfu_by_shape=s.get("mfu_by_shape") or {},
                    compile_s=compile_s, train_s=train_s, graphs_compiled=s.get("graphs_compiled"),
                    cudagraph_skips=s.get("cudagraph_skips"), cudagraph_recordings=s.get("cudagraph_recordings"),
                    not_measured=nm)
@@ -149,6 +151,11 @@ class Measured:
     def sm(self) -> SeriesStats | None:
         """GPM SM-activity statistics of the run."""
         return self._least_busy("sm_active")
+
+    def tensor_active(self) -> float | None:
+        """GPM's tensor-core activity, mean % over the run (the least busy GPU's), where GPM ran."""
+        vals = [g.tensor_active_mean for g in (self.gpu.gpus if self.gpu else []) if g.tensor_active_mean is not None]
+        return min(vals, default=None)
 
     def idle_gpus(self) -> tuple[list[GpuStats], list[GpuStats]]:
         """(idle, busy) GPUs when some sampled GPUs idle while others work."""

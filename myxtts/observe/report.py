@@ -200,7 +200,7 @@ def _input_bound(p: _Page) -> str:
 def _mfu(p: _Page) -> str:
     mfu = p.m.mfu_pct
     if mfu is None:
-        return p.nm("mfu", "FLOPs or the device's peak were not measured")
+        return p.nm("mfu", p.page.get("mfu_basis") or "FLOPs or the device's peak were not measured")
     basis, tflops = p.page.get("mfu_basis"), p.page.get("achieved_tflops")
     extra = f"{tflops:.1f} TFLOP/s achieved" if tflops is not None else ""
     if basis:

@@ -12,6 +12,7 @@ import torch
 from myxtts.config import Config
 from myxtts.observe.diagnose import diagnose
 from myxtts.observe.findings import Diagnosis
+from myxtts.observe.flops import meta_step_flops, run_mfu
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
@@ -20,6 +21,10 @@ from myxtts.observe.report import write_report
 from myxtts.train.log import TrainLog
 
 SAMPLE_INTERVAL_S = 1.0
+# Samples this long after the compile (or the run's start) are warm-up, not steady training: the
+# first step of each shape, its CUDA graph recording. On an H100 (2026-11-27) they read 25-91 %
+# for 9 s after compiling, against 93-100 % in steady training.
+WARMUP_EDGE_S = 10.0
 
 
 class RunLog(TrainLog):
@@ -28,7 +33,9 @@ class RunLog(TrainLog):
         self._tb = self._gpu = None
         self._tb_tried = False
         self._compile: list[float] = []  # [start, end] of the warm-up compile, on the sampler's clock
+        self._last_step_t: float | None = None  # the latest logged step, on the sampler's clock
         self._no_gpu = "no CUDA device" if not torch.cuda.is_available() else "not rank 0"
+        self._flops = None  # shapes -> {shape: FLOPs} of the run's step, once it is built
         if is_main and torch.cuda.is_available():
             self._gpu, self._no_gpu = start_sampler(SAMPLE_INTERVAL_S)
             if self._gpu is None:
@@ -46,6 +53,21 @@ class RunLog(TrainLog):
                 self.say("TensorBoard is not installed; metrics go to metrics.jsonl only "
                          "(pip install tensorboard)")
         return self._tb
+
+    def run_built(self, run) -> None:
+        if run.stage == "acoustic":  # the vocoder's step is not the model's
+            self._flops = lambda shapes: meta_step_flops(run.cfg, run.cache, shapes)[0]
+
+    def _mfu(self, summary: dict) -> dict:
+        """MFU per batch shape and over the run, from the step's FLOPs counted on meta tensors
+        for each shape the run timed (observe/flops.py)."""
+        timed = summary.get("step_by_shape") or {}
+        if self._flops is None:
+            return {}
+        shapes = {key: tuple(int(x) for x in key.split("x")) for key in timed}
+        counted = self._flops(list(shapes.values()))
+        flops = {key: counted[shape] for key, shape in shapes.items()}
+        return run_mfu(flops, timed, summary.get("device", ""), summary.get("device_name"))
 
     def extra_metrics(self) -> dict:
         latest = self._gpu.latest() if self._gpu is not None else None
@@ -69,6 +91,18 @@ class RunLog(TrainLog):
             tb.add_audio("sample", torch.from_numpy(wav)[None], step, sample_rate=sr)
         return paths
 
+    def metrics(self, step: int, losses: dict, timing: dict, lr: float, recompiles: int) -> None:
+        if self._gpu is not None:
+            self._last_step_t = self._gpu.now()
+        super().metrics(step, losses, timing, lr, recompiles)
+
+    def _steady(self) -> tuple[float, float] | None:
+        """Steady training on the sampler's clock: from WARMUP_EDGE_S after the compile (or
+        the start) to the latest logged step; what follows it is the closing checkpoint."""
+        if self._last_step_t is None:
+            return None
+        return (self._compile[1] if self._compile else 0.0) + WARMUP_EDGE_S, self._last_step_t
+
     def compiling(self, k: int, n: int, elapsed: float) -> None:
         """Marks the compile window on the sampler's clock, so its samples count as compiling."""
         if self._gpu is not None:
@@ -87,15 +121,17 @@ class RunLog(TrainLog):
         if not self.main:
             return
         samples = self._gpu.samples() if self._gpu is not None else []
-        gpu = stop_sampler(self._gpu, tuple(self._compile) if self._compile else None)
+        gpu = stop_sampler(self._gpu, tuple(self._compile) if self._compile else None, self._steady())
         self._gpu = None
         if gpu is not None:
             summary["gpu"] = gpu.as_dict()
+        summary.update(self._mfu(summary))
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
         write_report(self.out / "report.html", m, diag, title=f"MyXTTS run {self.out.name}",
-                     gpu_samples=samples)
+                     gpu_samples=samples, mfu_basis=summary.get("mfu_basis"),
+                     achieved_tflops=summary.get("achieved_tflops"))
         self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
             self._tb.close()
@@ -113,6 +149,21 @@ def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measure
     if summary.get("gpu") is None and no_gpu:
         m.not_measured["gpu"] = f"GPU utilisation not sampled: {no_gpu}"
     return m, diagnose(m)
+
+
+def mfu_text(s: dict, m: Measured) -> str:
+    """MFU in words: over the run, its range over the shapes, the peak it is against, and GPM's
+    tensor-core activity beside it where there is one."""
+    tensor = m.tensor_active()
+    gpm = f"; tensor cores active {tensor:.0f} % (GPM)" if tensor is not None else ""
+    if m.mfu_pct is None:
+        tflops = s.get("achieved_tflops")
+        done = f"{tflops:.3g} TFLOP/s achieved; " if tflops is not None else ""
+        return f"MFU: {done}{s.get('mfu_basis') or 'not measured'}{gpm}"
+    shapes = [v["mfu_pct"] for v in m.mfu_by_shape.values() if v.get("mfu_pct") is not None]
+    spread = f" ({min(shapes):.0f}-{max(shapes):.0f} % over {len(shapes)} shapes)" if len(shapes) > 1 else ""
+    return (f"MFU {m.mfu_pct:.1f} %{spread}: {s.get('achieved_tflops', 0):.0f} TFLOP/s of "
+            f"{s.get('mfu_basis')}{gpm}")
 
 
 def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None = None) -> str:
@@ -141,6 +192,7 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
                  f"{fmt(t.get('frames_per_s'), '{:,.0f}')} mel frames/s, "
                  f"{fmt(t.get('audio_s_per_s'), '{:,.1f}')} s of audio/s | input-bound {fmt(m.input_bound_pct)} %")
     mem = f"; {m.memory.text()}" if m.memory is not None else ""
+    lines.append("  " + mfu_text(s, m))
     lines.append(f"  {fmt(m.n_shapes, '{}', '0')} batch shapes, padding {fmt(m.padding_pct)} %, "
                  f"recompiles after warm-up: {fmt(m.recompiles, '{}', '0')}{mem}")
     lines.append(f"verdict: {diag.headline()}")

@@ -38,6 +38,10 @@ class TrainLog:
         self._jsonl.write(json.dumps(rec) + "\n")
         self._jsonl.flush()
 
+    def run_built(self, run) -> None:
+        """The assembled run (``train.build.Run``), before its first step, for a log that
+        measures it from the side (FLOPs, observe/runlog.py); nothing here."""
+
     def training_started(self) -> None:
         """The loop starts: ``train.time_budget_s`` counts from now."""
         self._loop_t0 = time.perf_counter()

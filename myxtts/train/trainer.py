@@ -81,6 +81,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         return log.already_done(loop.state.step)
     for line in _header(asked, run):
         log.say(line)
+    log.run_built(run)
     compiled = _compile_up_front(run, log)
     summary = fit(loop, out, log, _after_step(run, loop, log, evaluate))
     summary.update(compiled)

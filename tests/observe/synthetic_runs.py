@@ -81,7 +81,7 @@ def data_gpu_idle_model_gpu_busy():
                for i in range(240) for g, u in ((0, rng.uniform(0, 2)), (1, 96 + rng.normal(0, 1.5)))]
     m = Measured(settings=SETTINGS, gpu=summarize_samples(samples, 0.5), input_bound_pct=0.5,
                  h2d_pct=0.0, recompiles=0, padding_pct=5.0, step_by_shape=_shapes(), steps=300)
-    return m, "steady", "compute-bound", "idle-gpus", "torchrun --nproc_per_node=2"
+    return m, "steady", "busy", "idle-gpus", "torchrun --nproc_per_node=2"
 
 
 ALL = [compute_bound, oscillating, input_bound, launch_bound, idle, data_gpu_idle_model_gpu_busy]

@@ -67,7 +67,7 @@ def test_the_two_gpu_split_names_the_idle_gpu_and_judges_the_busy_one():
 
 
 def test_input_bound_thresholds():
-    assert classify(Measured(settings=S, input_bound_pct=4.9, gpu_busy_pct=95))[0] == "compute-bound"
+    assert classify(Measured(settings=S, input_bound_pct=4.9, gpu_busy_pct=95))[0] == "busy"
     bound, why = classify(Measured(input_bound_pct=5.0))
     assert bound == "input-bound" and why.startswith("moderately")
     assert classify(Measured(input_bound_pct=20.0))[1].startswith("highly")

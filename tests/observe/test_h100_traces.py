@@ -158,3 +158,48 @@ def test_the_trainers_log_counts_samples_during_compilation_as_compiling(run_log
     assert "verdict: compiling:" in err and "IDLE" not in err
     assert "samples taken while compiling counted apart" in err
     assert "those samples count as compiling" in (run_log.out / "report.html").read_text()
+
+
+# --------------------------------------------------------- the compiled step, 2026-11-27
+H100_27 = Path(__file__).parents[1] / "fixtures" / "h100-2026-11-27"
+SIZING_END_S = 17.0  # on the monitor's clock: the batch sizing's probes released their memory
+
+
+def _compiled_run_2027() -> dict:
+    """The run's summary as the trainer's log makes it now: GPU samples judged over steady
+    training (the compile window and the run's edges apart, each placed on the monitor's clock
+    from the run's own figures) and MFU from the FLOPs counted for each of its shapes."""
+    from myxtts.observe.flops import run_mfu
+    from myxtts.observe.runlog import WARMUP_EDGE_S
+
+    s = json.loads((H100_27 / "cold-base-summary.json").read_text())
+    compiled = SIZING_END_S + s["gpu"]["compiling"]["to_s"]
+    samples = read_csv(H100_27 / "cold-base-monitor.csv")
+    gpu = summarize_samples(samples, 0.5, {0: ("NVIDIA H100 80GB HBM3", "")}, (SIZING_END_S, compiled),
+                            (compiled + WARMUP_EDGE_S, compiled + s["wall_seconds"]))
+    s["gpu"] = asdict(gpu)
+    flops = json.loads((H100_27 / "flops_by_shape.json").read_text())["flops_by_shape"]
+    s.update(run_mfu(flops, s["step_by_shape"], s["device"], s["device_name"]))
+    return s
+
+
+def test_the_compiled_h100_run_is_kernel_bound_with_its_mfu_and_no_cooling_advice():
+    s = _compiled_run_2027()
+    assert 23 < s["mfu_pct"] < 26  # 17.8 TFLOP in 71.7 ms against 989 TFLOP/s
+    m, d = run_diagnosis(s, load("base", ["text.mode=characters"]))
+    assert d.bound == "kernel-bound", d.text()
+    assert "MFU 25 %" in d.reason and "tensor cores active 26 %" in d.reason  # steady training
+    text = d.text()
+    assert "cooling" not in text and "power limit and supply" not in text
+    assert "data.frame_budget" not in text  # MFU is flat over the shapes: no larger batch
+    kernel = next(f for f in d.findings if f.rule == "kernel")
+    assert "flat across the batch shapes" in kernel.evidence and "`myxtts profile`" in kernel.action
+    throttle = next(f for f in d.findings if f.rule == "throttle")
+    assert throttle.severity == "info" and "-1.0 %" in throttle.title, throttle  # 1,960 of 1,980 MHz
+    assert d.findings.index(kernel) < d.findings.index(throttle)
+    # steady training read 93-100 %: the dips right after compiling and at the checkpoint are edges
+    u = m.util()
+    assert u.verdict == "steady" and u.mean > 95 and m.gpu.edge_samples > 0, u
+    assert not any(f.rule == "oscillation" for f in d.findings)
+    out = where_the_time_went(s, m, d)
+    assert "MFU 24.6 %" in out and "H100 SXM dense bf16 989 TFLOP/s" in out and "tensor cores active 26 %" in out
