@@ -8,19 +8,20 @@ OUT/<gpu>-<UTC date>-after.json (the target figures at the top, then what they c
 tree is at, where it is a copy without .git.
 
 The target figures: GPU utilisation (NVML, the cold run's training time, its compile window
-counted apart), MFU (``bench train`` over every shape, the mode the cold run ran), input-bound %
-(the cold run), recompiles after warm-up and time to full speed for the cold run and the warm one
-(docs/design.md, "How we measure"), and whether the aligner's kernels passed their check. Every
+counted apart), MFU and tensor-core activity (the cold run), graphs compiled before step 1,
+input-bound % (the cold run), recompiles after warm-up and time to full speed for the cold run and
+the warm one (the cold run resumed in a second process on an empty compile cache with the kernels
+it saved; docs/design.md, "How we measure"), and whether the aligner's kernels passed their check. Every
 figure is copied from the files the steps wrote; one that was not measured is null, with the
-reason under ``not_measured``, never estimated. The machine and the software are read here, on
-the machine that ran the steps.
+reason under ``not_measured``, never estimated. The machine and the software are read from what
+the runs wrote (their summaries, the kernel check), never from the machine this script
+runs on: it may run elsewhere, on the returned files.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
-import platform
 import re
 import subprocess
 from pathlib import Path
@@ -49,6 +50,8 @@ def run_figures(s: dict) -> dict:
             "stopped": s.get("stopped"), "compile_s": s.get("compile_s"),
             "compile_s_by_shape": s.get("compile_s_by_shape"), "graphs_compiled": s.get("graphs_compiled"),
             "compile_cache_hits": s.get("compile_cache_hits"), "compile_cache_misses": s.get("compile_cache_misses"),
+            "compile_artifacts_loaded": s.get("compile_artifacts_loaded"),
+            "compile_artifacts_saved_bytes": s.get("compile_artifacts_saved_bytes"),
             "cudagraph_skips": s.get("cudagraph_skips"), "cudagraph_recordings": s.get("cudagraph_recordings"),
             "time_to_full_speed_s": s.get("time_to_full_speed_s"),
             "time_to_full_speed_from_process_start_s": s.get("time_to_full_speed_from_process_start_s"),
@@ -59,7 +62,11 @@ def run_figures(s: dict) -> dict:
             "gpu_util_mean_pct": (g.get("util") or {}).get("mean"),
             "gpu_util_p5_pct": (g.get("util") or {}).get("p5"),
             "gpm_sm_active_mean_pct": (g.get("sm_active") or {}).get("mean"),
-            "gpu_samples": g.get("samples"), "peak_memory_gib": mem.get("reserved_peak_gib"),
+            "gpu_samples": g.get("samples"), "tensor_active_mean_pct": g.get("tensor_active_mean"),
+            "mfu_pct": s.get("mfu_pct"), "mfu_basis": s.get("mfu_basis"), "mfu_by_shape": s.get("mfu_by_shape"),
+            "sm_clock_mean_mhz": g.get("sm_clock_mean_mhz"), "sm_clock_max_mhz": g.get("sm_clock_max_mhz"),
+            "diagnosis": (s.get("diagnosis") or {}).get("headline"),
+            "peak_memory_gib": mem.get("reserved_peak_gib"),
             "peak_memory_pct": mem.get("reserved_peak_pct"), "alloc_retries": mem.get("alloc_retries"),
             "ooms": mem.get("ooms")}
 
@@ -85,22 +92,18 @@ def steps(work: Path) -> dict:
     return {k: done[k] for k in sorted(done, key=lambda k: (STEPS + (k,)).index(k))}
 
 
-def machine() -> dict:
-    import torch
-
-    from myxtts.train.precision import device_name
-
-    driver = None
-    if torch.cuda.is_available():
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            driver = pynvml.nvmlSystemGetDriverVersion()
-        except Exception:  # noqa: BLE001 - the driver version is a detail, never a failure
-            pass
-    return {"device": device_name(), "cpu": device_name(torch.device("cpu")), "driver": driver,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+def machine(summary: dict | None, kernels: dict | None) -> tuple[dict, str | None]:
+    """The machine the steps ran on, as their own files name it: a training run's summary (its
+    device and ``software``), else the kernel check's device. (the machine, or {} where no file
+    names it; and why not)."""
+    soft = (summary or {}).get("software") or {}
+    device = ((summary or {}).get("device_name") or _gpu(summary or {}).get("name")
+              or (kernels or {}).get("device"))
+    if device is None:
+        return {}, "no run or kernel check named its device"
+    return {"device": device, "cpu": soft.get("host_cpu"), "driver": None,
+            "torch": soft.get("torch") or (kernels or {}).get("torch"), "cuda": soft.get("cuda"),
+            "triton": soft.get("triton") or (kernels or {}).get("triton"), "python": soft.get("python")}, None
 
 
 def commit(given: str | None) -> tuple[str | None, str | None]:
@@ -119,14 +122,18 @@ def commit(given: str | None) -> tuple[str | None, str | None]:
 
 
 WHY_NONE = {"input_bound_pct": "no step was timed after warm-up",
+            "graphs_compiled": "the run compiled nothing (eager)",
             "time_to_full_speed_s": "the steps never ran 8 in a row within 10 % of their shape's median "
                                     "(train/timers.py)"}
+WHY_NONE["time_to_full_speed_from_process_start_s"] = WHY_NONE["time_to_full_speed_s"]
 
 
 def why_none(key: str, s: dict) -> str:
     """Why a run's summary gives no figure for ``key``."""
-    if key == "gpu_util_mean_pct":
-        return util_reason(s)
+    if key in ("gpu_util_mean_pct", "tensor_active_mean_pct"):
+        return util_reason(s) if key == "gpu_util_mean_pct" or s.get("gpu") is None else "GPM did not run"
+    if key == "mfu_pct":
+        return s.get("mfu_basis") or "not in the run's summary"
     return WHY_NONE[key] if key in s and key in WHY_NONE else "not in the run's summary"
 
 
@@ -147,30 +154,23 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
             missing[name] = why_none(key, s) if s else missing.get(f"runs.{run}", f"no {run} run")
         return v
 
-    bench = _load(work / "bench_train.json")
-    mode = bench["modes_selected"][0] if bench and bench.get("modes_selected") else None
-    b = bench["train"][mode] if mode else None
-    if b is None:
-        missing["warm"] = f"step warm: {ran['warm']['status']}"
-        missing["mfu_pct"] = missing["warm"]
-    elif b.get("mfu") is None:
-        missing["mfu_pct"] = b.get("mfu_reason") or "not in bench_train.json"
+    warm = _load(work / "runs" / "warm" / "summary.json")  # the cold run resumed on its artifacts
+    if warm is None:
+        missing["runs.warm"] = f"step warm: {ran['warm']['status']}" + (
+            f" ({ran['warm']['note']})" if ran["warm"]["note"] else "")
     kernels = _load(work / "kernels.json")
     if kernels is None:
         missing["kernels_ok"] = f"step corpus: {ran['corpus']['status']} (kernels.json missing)"
     where, why = commit(given_commit)
     if where is None:
         missing["commit"] = why
-    warm = None if b is None else {
-        "mode": mode, "precision": b.get("precision"), "compile": b.get("compile"), "shapes": bench.get("shapes"),
-        "steps": b.get("steps"), "step_ms": b.get("step_ms"), "frames_per_s": b.get("frames_per_s"),
-        "mfu_pct": b.get("mfu"), "achieved_tflops": b.get("achieved_tflops"), "compile_s": b.get("compile_s"),
-        "compile_s_by_shape": b.get("compile_s_by_shape"), "time_to_full_speed_s": b.get("time_to_full_speed_s"),
-        "graphs_compiled_in_warmup": b.get("graphs_compiled_in_warmup"),
-        "recompiles_after_warmup": b.get("recompiles_after_warmup")}
-    for key in ("recompiles_after_warmup", "time_to_full_speed_s"):
-        if warm is not None and warm[key] is None:
-            missing[f"{key}.warm"] = "not in bench_train.json"
+    mfu = pick(cold, "mfu_pct", "mfu_pct")
+    ran_on, why = machine(cold or eager or warm, kernels)
+    if why:
+        missing["machine"] = why
+
+    def both(key: str) -> dict:
+        return {"cold": pick(cold, key, f"{key}.cold"), "warm": pick(warm, key, f"{key}.warm", "warm")}
     return {
         "what": ("a toy run of benchmarks/gpu_run.sh --smoke on a CPU: it checks the script and the "
                  "record; no figure in it describes a GPU") if smoke else
@@ -178,7 +178,7 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
                  "(compare h100-2026-11-23-before)"),
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "smoke": smoke,
-        "machine": machine(),
+        "machine": ran_on,
         "commit": where,
         "kernels_ok": None if kernels is None else bool(kernels.get("ok")),
         "decoder": "autoregressive (the kernel check failed)" if kernels is not None and not kernels.get("ok")
@@ -186,18 +186,21 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
         "gpu_util_mean_pct": pick(util_run, "gpu_util_mean_pct", "gpu_util_mean_pct",
                                   "eager" if util_run is eager and eager else "cold"),
         "gpu_util_from": "eager fallback run" if eager else "cold run",
-        "mfu_pct": b.get("mfu") if b else None,
+        "mfu_pct": mfu,
+        "mfu_from": "cold run, every timed step",
+        "mfu_basis": (cold or {}).get("mfu_basis"),
+        "tensor_active_mean_pct": pick(cold, "tensor_active_mean_pct", "tensor_active_mean_pct"),
+        "graphs_compiled": pick(cold, "graphs_compiled", "graphs_compiled"),
         "input_bound_pct": pick(cold, "input_bound_pct", "input_bound_pct"),
-        "recompiles_after_warmup": {"cold": pick(cold, "recompiles_after_warmup", "recompiles_after_warmup.cold"),
-                                    "warm": warm and warm["recompiles_after_warmup"]},
-        "time_to_full_speed_s": {"cold": pick(cold, "time_to_full_speed_s", "time_to_full_speed_s.cold"),
-                                 "warm": warm and warm["time_to_full_speed_s"]},
+        "recompiles_after_warmup": both("recompiles_after_warmup"),
+        "time_to_full_speed_s": both("time_to_full_speed_s"),
+        "time_to_full_speed_from_process_start_s": both("time_to_full_speed_from_process_start_s"),
+        "compile_artifacts_loaded_warm": (warm or {}).get("compile_artifacts_loaded"),
         "not_measured": missing,
         "steps": ran,
-        "runs": {"cold": run_figures(cold) if cold else None, "eager": run_figures(eager) if eager else None},
-        "warm": warm,
+        "runs": {k: run_figures(v) if v else None for k, v in (("cold", cold), ("warm", warm), ("eager", eager))},
         "kernels": kernels,
-        "raw": {"bench_train": bench, "train_cold": cold, "train_eager": eager},
+        "raw": {"train_cold": cold, "train_warm": warm, "train_eager": eager},
     }
 
 
@@ -205,7 +208,7 @@ def stem_for(record: dict, out: Path, smoke: bool) -> Path:
     """OUT/record in a smoke run, else OUT/<chip>-<date>-after: the name it gets in benchmarks/results."""
     if smoke:
         return out / "record"
-    name = record["machine"]["device"].lower()
+    name = (record["machine"].get("device") or "unknown device").lower()
     # "NVIDIA H100 80GB HBM3" -> h100: the chip's name where there is one
     chip = re.search(r"\b[a-z]+\d{2,4}[a-z]?\b", name.replace("nvidia", ""))
     slug = chip.group(0) if chip else re.sub(r"[^a-z0-9]+", "-", name).strip("-")[:40]
@@ -231,38 +234,49 @@ def markdown(r: dict, stem: Path) -> str:
 
     title = "Smoke run of benchmarks/gpu_run.sh" if r["smoke"] else "MyXTTS on one GPU, after"
     where = r["commit"] or f"not known ({nm['commit']})"
-    lines = [f"# {title}: {m['device']}, {r['date']}", "", r["what"] + ".", "",
-             f"Machine: {m['device']}; CPU {m['cpu']}; driver {m['driver'] or 'n/a'}; PyTorch {m['torch']} "
-             f"(CUDA {m['cuda'] or 'none'}); Python {m['python']}. Commit: {where}. "
+    lines = [f"# {title}: {m.get('device') or 'machine not known'}, {r['date']}", "", r["what"] + ".", "",
+             f"Machine (as the runs name it): {m.get('device') or 'not known'}; CPU {m.get('cpu') or 'n/a'}; "
+             f"PyTorch {m.get('torch') or 'n/a'} (CUDA {m.get('cuda') or 'none'}, Triton {m.get('triton') or 'n/a'}); "
+             f"Python {m.get('python') or 'n/a'}. Commit: {where}. "
              f"Produced by `bash benchmarks/gpu_run.sh{' --smoke' if r['smoke'] else ''}`; everything "
              f"measured is in `{stem.name}.json`. Model: {r['decoder']}.", "",
              "| figure | value |", "|---|---|",
              f"| aligner kernels pass their check (benchmarks/gpu_kernels.py) | {fig('kernels_ok')} |",
              f"| GPU utilisation, mean % (NVML, {r['gpu_util_from']}, training time) | {fig('gpu_util_mean_pct')} |",
-             f"| MFU % (`bench train`, every shape, {(r['warm'] or {}).get('mode', 'not run')}) | {fig('mfu_pct')} |",
+             f"| MFU % ({r['mfu_from']}{'; ' + r['mfu_basis'] if r['mfu_basis'] else ''}) | {fig('mfu_pct')} |",
+             f"| tensor cores active, mean % (GPM, cold run) | {fig('tensor_active_mean_pct')} |",
+             f"| graphs compiled before step 1 (cold run; 1 serves every shape) | {fig('graphs_compiled')} |",
              f"| input-bound % (cold run) | {fig('input_bound_pct')} |"]
     for k in ("cold", "warm"):
         lines.append(f"| recompiles after warm-up, {k} | {fig('recompiles_after_warmup', k)} |")
     for k in ("cold", "warm"):
         lines.append(f"| time to full speed s, {k} | {fig('time_to_full_speed_s', k)} |")
+    for k in ("cold", "warm"):
+        lines.append(f"| ... from process start s, {k} | {fig('time_to_full_speed_from_process_start_s', k)} |")
     rows = [("steps", "steps"), ("compile", "compile"), ("precision", "precision"), ("batch shapes", "shapes"),
             ("frame budget", "frame_budget"), ("compile s", "compile_s"), ("compile s by shape", "compile_s_by_shape"),
             ("graphs compiled before step 1", "graphs_compiled"), ("compile cache hits / misses", None),
+            ("compiled kernels loaded from the run", "compile_artifacts_loaded"),
             ("CUDA graphs skipped / recorded", "cudagraphs"),
             ("time to full speed s", "time_to_full_speed_s"),
             ("... from process start s", "time_to_full_speed_from_process_start_s"),
             ("step ms (mean after warm-up)", "step_ms"), ("step time CoV %", "step_cov_pct"),
             ("mel frames/s", "frames_per_s"), ("input-bound %", "input_bound_pct"),
             ("GPU utilisation mean %", "gpu_util_mean_pct"), ("GPU utilisation p5 %", "gpu_util_p5_pct"),
-            ("GPM SM active mean %", "gpm_sm_active_mean_pct"),
+            ("GPM SM active mean %", "gpm_sm_active_mean_pct"), ("GPM tensor active mean %", "tensor_active_mean_pct"),
+            ("MFU %", "mfu_pct"), ("SM clock mean / highest MHz", "clocks"), ("diagnosis", "diagnosis"),
             ("peak memory GiB (allocator reserved)", "peak_memory_gib"),
             ("peak memory % of capacity", "peak_memory_pct"), ("allocator retries", "alloc_retries"),
             ("out-of-memory errors", "ooms"),
             ("recompiles after warm-up", "recompiles_after_warmup")]
-    lines += ["", "## The training runs", "", "| | cold | eager (fallback) |", "|---|---:|---:|"]
+    lines += ["", "## The training runs", "",
+              "cold: an empty compile cache; warm: the cold run resumed in a second process on an empty compile "
+              "cache of its own, with the kernels the cold run saved (`RUN/compiled.bin`); eager: the fallback "
+              "where the compiled run failed.", "",
+              "| | cold | warm | eager (fallback) |", "|---|---:|---:|---:|"]
     for label, key in rows:
         cells = []
-        for k in ("cold", "eager"):
+        for k in ("cold", "warm", "eager"):
             run = r["runs"][k]
             if run is None:
                 cells.append("not run")
@@ -270,16 +284,11 @@ def markdown(r: dict, stem: Path) -> str:
                 cells.append(f"{_v(run['compile_cache_hits'])} / {_v(run['compile_cache_misses'])}")
             elif key == "cudagraphs":
                 cells.append(f"{_v(run['cudagraph_skips'])} / {_v(run['cudagraph_recordings'])}")
+            elif key == "clocks":
+                cells.append(f"{_v(run['sm_clock_mean_mhz'])} / {_v(run['sm_clock_max_mhz'])}")
             else:
                 cells.append(_v(run[key]))
         lines.append(f"| {label} | {' | '.join(cells)} |")
-    if r["warm"]:
-        w = r["warm"]
-        lines += ["", "## The warm start (`bench train`, a second process on the cold run's compile cache)", "",
-                  "| | |", "|---|---:|"]
-        lines += [f"| {k.replace('_', ' ')} | {_v(w[k])} |" for k in
-                  ("mode", "shapes", "steps", "step_ms", "frames_per_s", "mfu_pct", "achieved_tflops", "compile_s",
-                   "time_to_full_speed_s", "graphs_compiled_in_warmup", "recompiles_after_warmup")]
     lines += ["", "n/a: not measured here, or not applicable (an eager run compiles nothing).",
               "", "## Steps", "", "| step | status | s | note |", "|---|---|---:|---|"]
     for name, p in r["steps"].items():

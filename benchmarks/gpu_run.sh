@@ -5,8 +5,11 @@
 #   bash benchmarks/gpu_run.sh [--smoke] [--deadline SECONDS] OUT
 #
 # Run it as one call with a timeout of 480 s and --deadline 420, then hand the machine back.
-# Every step checks the time left first, and skips itself (saying so in the record) when its
-# estimate does not fit, so a lease always returns a record. In order:
+# The record's time is reserved from the start: every other step checks the time left less that
+# reserve, and skips itself (saying so in the record) when its estimate does not fit; a training
+# run still going when only the reserve is left is stopped (SIGTERM: it checkpoints and writes its
+# summary, as a time budget would), and the record step itself always runs, so a lease always
+# returns a record. In order:
 #
 #   setup     machine and versions printed first; the wheels in .whl/ (scripts/gpu_wheels.sh)
 #             unpacked, what the steps import checked                          < 0.5 min
@@ -20,9 +23,9 @@
 #             (sizing <= 30 s, train/sizing.py; compiling one shape took 61-71 s on the H100,
 #             h100-2026-11-23-before, and one compile now serves every shape; a CUDA graph is
 #             recorded per shape; then 60 s)
-#   warm      myxtts bench train in the mode the cold run ran, a second process on the same
-#             compile cache: the warm start, and MFU over every shape             < 1.5 min
-#             (a warm start took 8.6 % of the cold one on a CPU, 2026-11-25-compile-traced-once)
+#   warm      the cold run resumed in a second process, on an empty compile cache of its own
+#             with the kernels the cold run saved (RUN/compiled.bin): the warm start a bare
+#             machine gets, TRAIN_S/2 of training                                < 1.5 min
 #   record    the record and the files below                                    seconds
 #   in all    < 7 min on an H100
 #
@@ -107,13 +110,16 @@ else
   EST=(30 90 210 90 15); COMPILE_STALL_S=240
 fi
 T0=$SECONDS
+RESERVE=$((EST[4] + 10))  # the record and the archive of what the steps wrote
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 : > "$WORK/steps.tsv"  # step, status, seconds, note: the record reads it
 
 # step NAME ESTIMATE_S: run_NAME if its estimate fits the time left, else record it as skipped
 step() {
-  local name=$1 est=$2 start=$SECONDS rc
-  if [ "$(left)" -lt "$est" ]; then
+  local name=$1 est=$2 start=$SECONDS rc reserve=$RESERVE
+  # the record runs whatever is left: its time was reserved, and a step that overran it should
+  # not cost the figures the others measured
+  if [ "$name" != record ] && [ $(($(left) - reserve)) -lt "$est" ]; then
     printf '%s\tskipped\t0\tits estimate (%s s) did not fit the %s s left of --deadline %s\n' \
       "$name" "$est" "$(left)" "$DEADLINE" >> "$WORK/steps.tsv"
     echo "== $name: skipped, $(left) s left (its estimate: $est s)"
@@ -190,6 +196,14 @@ train() {
     sleep 2
     now=$(grep -c "compiled shape\|^step \|compiling the step for shape" "$log")
     if [ "$now" != "$seen" ]; then seen=$now; last=$SECONDS; fi
+    if [ "$(left)" -le "$STOP_AT" ]; then
+      echo "$(left) s left, what the steps after it need: stopping the run (it checkpoints and sums up)"
+      NOTE="stopped with $(left) s left of --deadline $DEADLINE, for the steps after it"
+      kill -TERM "$pid"
+      for _ in $(seq 20); do kill -0 "$pid" 2> /dev/null || break; sleep 1; done
+      kill -KILL "$pid" 2> /dev/null
+      break
+    fi
     if grep -q "compiling the step for shape" "$log" && ! grep -q "^step " "$log" \
         && [ $((SECONDS - last)) -ge "$COMPILE_STALL_S" ]; then
       echo "no compile progress for $COMPILE_STALL_S s: stopping the run"
@@ -207,6 +221,7 @@ train() {
 
 run_cold() {
   local mon=()
+  STOP_AT=$((RESERVE + EST[3]))  # the warm start and the record still fit after it
   if [ "$SMOKE" = 0 ]; then
     "$PY" -m myxtts monitor --interval 0.5 --out "$OUT/monitor.csv" > "$WORK/monitor.log" 2>&1 &
     mon=($!)
@@ -227,17 +242,11 @@ run_cold() {
 }
 
 run_warm() {
-  local mode
-  mode=$("$PY" -c 'import json, sys; c = json.load(open(sys.argv[1]))["compile"]; print(
-    {"off": "eager_fp32", "default": "compiled", "cudagraphs": "compiled_cudagraphs",
-     "regional": "compiled_regional"}[c])' "$WORK/runs/cold/plan.json") || return 1
-  local plan
-  read -ra plan <<< "$("$PY" -c 'import json, sys; print(
-    "data.frame_budget=%(frame_budget)s data.max_batch_size=%(max_batch_size)s train.lr=%(lr)r "
-    "train.precision=%(precision)s" % json.load(open(sys.argv[1])))' "$WORK/runs/cold/plan.json")"
-  say "myxtts bench train --config $PRESET --data WORK/cache --modes $mode ${BENCH[*]} ${plan[*]}"
-  "$PY" -m myxtts bench train --config "$PRESET" --data "$WORK/cache" --json "$WORK/bench_train.json" \
-    --modes "$mode" "${BENCH[@]}" "${SET[@]}" "${DECODER[@]}" "${plan[@]}" train.compile_cache="$WORK/compile"
+  # a copy, so the cold run's own files stay as they were; resuming reads its plan and checkpoint
+  cp -r "$WORK/runs/cold" "$WORK/runs/warm" || return 1
+  rm -f "$WORK/runs/warm/summary.json"
+  STOP_AT=$RESERVE
+  train warm "${COLD_SET[@]}" train.compile_cache="$WORK/compile-warm" train.time_budget_s=$((TRAIN_S / 2))
 }
 
 run_record() {
@@ -250,6 +259,7 @@ run_record() {
 
 DECODER=()
 NOTE=
+STOP_AT=$RESERVE
 step setup "${EST[0]}" && step corpus "${EST[1]}" && {
   step cold "${EST[2]}"
   [ -f "$WORK/runs/cold/plan.json" ] && step warm "${EST[3]}"
@@ -257,7 +267,8 @@ step setup "${EST[0]}" && step corpus "${EST[1]}" && {
 step record "${EST[4]}"
 rc=$?
 # Everything else worth reading, small enough to come back: no cache, corpus or compiled kernels.
-tar -czf "$OUT/rest.tgz" -C "$WORK" --exclude=cache --exclude=corpus --exclude=compile --exclude=site \
+tar -czf "$OUT/rest.tgz" -C "$WORK" --exclude=cache --exclude=corpus --exclude=compile --exclude=compile-warm \
+  --exclude=site --exclude=compiled.bin \
   --exclude='checkpoints' --exclude='tensorboard' --exclude='*.safetensors' . 2> /dev/null
 rm -rf "$WORK"
 echo "== finished after $((SECONDS - T0)) s; OUT holds: $(cd "$OUT" && ls | tr '\n' ' ')"

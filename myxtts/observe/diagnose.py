@@ -15,7 +15,6 @@ import math
 from myxtts.config import MIN_FRAME_BUDGET
 from myxtts.observe.findings import Diagnosis, Finding, ranked
 from myxtts.observe.format import fmt
-from myxtts.observe.gpu_summary import SLOWDOWN_REASONS
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
@@ -310,7 +309,7 @@ def _r_kernel(m, bound, why):
 def _r_compute(m, bound, why):
     if bound != "compute-bound":
         return
-    mfu, mem = m.mfu_pct, m.mem_peak_pct
+    mem = m.mem_peak_pct
     ev = why
     if mfu_flat(m):
         act = _flat_text(m) + "; the kernels themselves are the limit (`myxtts profile`)"

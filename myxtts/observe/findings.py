@@ -27,7 +27,8 @@ class Finding:
 
 @dataclass
 class Diagnosis:
-    bound: str         # cpu | input-bound | compiling | idle | launch-bound | compute-bound | kernel-bound | busy | unknown
+    # cpu | input-bound | compiling | idle | launch-bound | compute-bound | kernel-bound | busy | unknown
+    bound: str
     reason: str        # a sentence with the numbers behind the verdict
     findings: list[Finding] = field(default_factory=list)
 

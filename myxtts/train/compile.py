@@ -214,6 +214,44 @@ def _torch_default_cache() -> str:
         return os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser().replace(os.sep, "_"))
 
 
+# Where a run keeps the kernels it compiled, as one portable file (torch's cache artifacts).
+ARTIFACTS = "compiled.bin"
+
+
+def save_artifacts(path: Path) -> int | None:
+    """Write every compiled artifact this process made (inductor's kernels, AOTAutograd's
+    graphs) to ``path`` as one file, so a process on a machine with an empty compile cache (a
+    new cloud machine, a resumed run elsewhere) loads them instead of compiling again. → bytes
+    written; None where this torch has no portable cache (``torch.compiler.save_cache_artifacts``,
+    torch 2.7 and newer) or nothing was compiled."""
+    save = getattr(torch.compiler, "save_cache_artifacts", None)
+    saved = save() if save is not None else None
+    if not saved or not saved[0]:
+        return None
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(saved[0])
+    os.replace(tmp, path)  # a reader never sees half a file
+    return len(saved[0])
+
+
+def load_artifacts(path: Path) -> str | None:
+    """Load the artifacts ``save_artifacts`` wrote into this process's compile caches, before
+    anything compiles. → None when none were loaded (no file, a torch without the portable
+    cache), else a line for the run header."""
+    load = getattr(torch.compiler, "load_cache_artifacts", None)
+    if load is None or not path.is_file():
+        return None
+    try:
+        info = load(path.read_bytes())
+    except Exception as e:  # noqa: BLE001 - another torch's or a damaged file: compile as if none
+        info, why = None, f"{type(e).__name__}: {e}"
+    else:
+        why = "torch read nothing from it: another torch's, or damaged"
+    if info is None:
+        return f"compiled kernels in {path} not loaded ({why}); compiling anew"
+    return f"compiled kernels loaded from {path} ({path.stat().st_size / 2**20:.1f} MiB)"
+
+
 def cache_hits() -> tuple[int, int]:
     """(hits, misses) of inductor's compiled-graph cache in this process so far."""
     c = _counters()["inductor"]

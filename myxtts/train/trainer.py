@@ -19,10 +19,19 @@ from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train import finetune
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
-from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs, cudagraph_counts
+from myxtts.train.compile import (
+    ARTIFACTS,
+    cache_hits,
+    compile_shapes,
+    compiled_graphs,
+    cudagraph_counts,
+    load_artifacts,
+    save_artifacts,
+)
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
 from myxtts.train.plan import Plan, asked_lr
+from myxtts.train.precision import device_name
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -82,16 +91,28 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     for line in _header(asked, run):
         log.say(line)
     log.run_built(run)
-    compiled = _compile_up_front(run, log)
+    compiled = _compile_up_front(run, log, out)
     summary = fit(loop, out, log, _after_step(run, loop, log, evaluate))
     summary.update(compiled)
     if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
         summary.update(cudagraph_counts())
     summary.update(run.plan.to_dict(), asked=asked_settings(asked, run.stage))  # as resolved, and as asked
+    summary["software"] = software()
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(run)
     log.finish(summary)
     return summary
+
+
+def software() -> dict:
+    """What the run ran on besides its device (the plan names that): the host's CPU and the
+    versions that decide what the compiler does. A record made elsewhere reads it from here."""
+    import importlib.util
+    import platform
+
+    triton = importlib.util.find_spec("triton") and __import__("triton").__version__
+    return {"host_cpu": device_name(torch.device("cpu")), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "triton": triton or None, "python": platform.python_version()}
 
 
 def _header(asked: Config, run: Run) -> list[str]:
@@ -161,13 +182,18 @@ def plan_lines(asked: Config, plan: Plan) -> dict:
     return lines
 
 
-def _compile_up_front(run: Run, log) -> dict:
-    """Compile every bucket shape before step 1, saying what happens while it happens."""
+def _compile_up_front(run: Run, log, out: Path) -> dict:
+    """Compile every bucket shape before step 1, saying what happens while it happens. The
+    kernels the run compiled travel with it (``RUN/compiled.bin``): resumed on a machine whose
+    compile cache is empty, it loads them instead of compiling again."""
     if run.step_fn.compile_mode == "off":
         return {"compile_s": 0.0}
     n = len(run.shapes)
     for note in run.step_fn.compile_notes:
         log.say(note)
+    loaded = load_artifacts(out / ARTIFACTS)
+    if loaded:
+        log.say(loaded)
     log.say(f"compiling the step for {n} batch shapes (kernels cached in "
             f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR')})")
 
@@ -186,8 +212,11 @@ def _compile_up_front(run: Run, log) -> dict:
     if graphs > 1 and run.step_fn.compile_mode != "regional":
         log.say(f"the step compiled {graphs} times for {n} shapes: something in this torch fixed a size "
                 "(TORCH_LOGS=recompiles says which); every such shape costs a compile")
+    saved = save_artifacts(out / ARTIFACTS) if misses and run.info.is_main else None
     return {"compile_s": seconds, "compile_s_by_shape": [round(s, 3) for s in by_shape],
-            "graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses}
+            "graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses,
+            "compile_artifacts_loaded": bool(loaded and "not loaded" not in loaded),
+            "compile_artifacts_saved_bytes": saved}
 
 
 @torch.no_grad()

@@ -339,3 +339,47 @@ def test_a_gpu_step_refuses_bucket_lengths_that_split_its_graph():
     C.check_padding(16, cuda, "cudagraphs")
     C.check_padding(12, cuda, "off")  # eager: nothing to split
     C.check_padding(12, torch.device("cpu"), "default")  # no such kernel on a CPU
+
+
+ARTIFACTS_ONCE = """
+import json, sys, torch
+from pathlib import Path
+from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
+use_cache()
+path = Path(sys.argv[1])
+loaded = load_artifacts(path)
+f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
+f(torch.arange(8.0))
+saved = None if loaded else save_artifacts(path)
+print(json.dumps({"loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
+"""
+
+
+def test_compiled_kernels_travel_as_one_file_to_a_machine_with_an_empty_cache(tmp_path):
+    """What a run compiled is saved as one file; a process with a compile cache of its own,
+    empty (a new machine), loads it and compiles nothing anew."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(torch.compiler, "save_cache_artifacts"):
+        pytest.skip(f"torch {torch.__version__} has no portable compile cache")
+    artifacts = tmp_path / "compiled.bin"
+
+    def once(cache: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+        env.update(MYXTTS_COMPILE_CACHE=str(tmp_path / cache), TMPDIR=str(tmp_path))
+        r = subprocess.run([sys.executable, "-c", ARTIFACTS_ONCE, str(artifacts)], capture_output=True,
+                           text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    first = once("machine-a")
+    assert first["loaded"] is None and first["saved"] > 0 and first["hits_misses"][1] >= 1
+    second = once("machine-b")
+    assert "loaded from" in second["loaded"], second
+    assert second["hits_misses"][0] >= 1 and second["hits_misses"][1] == 0, second
+    artifacts.write_bytes(b"not a cache")  # damaged: compiled anew, with a line that says so
+    third = once("machine-c")
+    assert "not loaded" in third["loaded"] and third["hits_misses"][1] >= 1, third
