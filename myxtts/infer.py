@@ -22,7 +22,8 @@ import torch
 
 from myxtts import audio, speak, vocode
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import choose_weights, load_model
+from myxtts.models.checkpoint import load_model
+from myxtts.rundir import choose_weights
 from myxtts.speak import SILENT_DBFS, dbfs
 from myxtts.text import echo
 
@@ -96,7 +97,7 @@ class Synthesizer:
     def __init__(self, checkpoint, vocoder=None, device: str | None = None, log=print,
                  step: int | None = None):
         """``checkpoint``: a run (its best weights, or those of ``step``: see
-        :func:`~myxtts.models.checkpoint.choose_weights`, whose choice is logged), a checkpoint
+        :meth:`~myxtts.rundir.RunDir.choose_weights`, whose choice is logged), a checkpoint
         folder or a model file."""
         from myxtts.text import TextProcessor, Vocabulary  # the text front end of the checkpoint
 

@@ -17,10 +17,10 @@ import torch
 from myxtts import audio
 from myxtts.config import AudioConfig
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_model, run_of
+from myxtts.models.checkpoint import load_model
+from myxtts.rundir import RunDir
 
 GRIFFIN_LIM = "griffin-lim"
-RUN_VOCODER = "vocoder"  # RUN/vocoder/: the run's own vocoder
 # mel features a vocoder and the model whose mels it turns into audio must share
 MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
 GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: it needs no training but sounds "
@@ -37,12 +37,8 @@ def min_frames(audio_cfg: AudioConfig) -> int:
 
 def run_vocoder(checkpoint) -> Path | None:
     """``RUN/vocoder`` of the run ``checkpoint`` belongs to, where it holds a trained vocoder."""
-    run = run_of(checkpoint)
-    folder = run / RUN_VOCODER if run else None
-    if folder and (any(folder.glob("checkpoints/step-*/model.safetensors"))
-                   or (folder / "model.safetensors").is_file()):
-        return folder
-    return None
+    run = RunDir.of(checkpoint)
+    return run.vocoder.path if run is not None and run.vocoder.has_weights() else None
 
 
 class MelToWave:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from myxtts.config import Config
+from myxtts.files import write_json
 
 FORMAT_VERSION = 1
 RECIPE = "recipe.json"  # how prepare makes this cache: corpus, settings, chunks (a rerun resumes)
@@ -82,16 +83,6 @@ def recipe_path(cache: Path) -> Path | None:
         if (cache / name).is_file():
             return cache / name
     return None
-
-
-def write_json(path: Path, obj) -> None:
-    """Atomic JSON write: a reader sees the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def sha256(path: Path) -> str:

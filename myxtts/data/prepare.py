@@ -36,19 +36,11 @@ import numpy as np
 from myxtts import audio
 from myxtts.config import Config, from_dict
 from myxtts.data.embeddings import FILE as EMBEDDINGS
-from myxtts.data.format import (
-    FORMAT_VERSION,
-    RECIPE,
-    Index,
-    recipe_path,
-    settings_diff,
-    settings_of,
-    write_json,
-    write_shard,
-)
+from myxtts.data.format import FORMAT_VERSION, RECIPE, Index, recipe_path, settings_diff, settings_of, write_shard
 from myxtts.data.manifest import PSEUDO, Problem, locate, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
+from myxtts.files import write_json
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
 
 DEFAULT_CHUNK = 256

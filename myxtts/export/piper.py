@@ -1,6 +1,6 @@
 """A run → a Piper voice: ``NAME.onnx`` and ``NAME.onnx.json`` (``myxtts export --format piper``).
 
-What goes in: the weights :func:`myxtts.models.checkpoint.choose_weights` picks (the lowest
+What goes in: the weights :meth:`myxtts.rundir.RunDir.choose_weights` picks (the lowest
 held-out WER of the periodic evaluation where it ran), the run's own trained vocoder (a run
 without one is refused: Griffin-Lim has no place in a graph), and the voices: every speaker of
 the cache the run trained on (``--data``), each from the reference the evaluation gives it (its
@@ -27,7 +27,9 @@ from myxtts.export import voice_json
 from myxtts.export.graph import PiperGraph
 from myxtts.export.istft import ExportableVocoder
 from myxtts.export.phonemes import PhonemeMap, build, coverage
-from myxtts.models.checkpoint import choose_weights, load_model, run_of
+from myxtts.files import atomic_write
+from myxtts.models.checkpoint import load_model
+from myxtts.rundir import RunDir, choose_weights
 from myxtts.text import TextProcessor, Vocabulary
 
 OPSET = 17
@@ -113,17 +115,10 @@ def write_onnx(graph: PiperGraph, path: Path, speakers: int) -> None:
         args.append(torch.tensor([0]))
         names.append("sid")
         axes["sid"] = {0: "batch"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the tracer's notes on shape arithmetic it records as such
-            torch.onnx.export(graph, tuple(args), str(tmp), input_names=names, output_names=OUTPUTS,
-                              dynamic_axes=axes, opset_version=OPSET, dynamo=False)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_write(path) as tmp, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the tracer's notes on shape arithmetic it records as such
+        torch.onnx.export(graph, tuple(args), str(tmp), input_names=names, output_names=OUTPUTS,
+                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
 
 
 def session(path: Path):
@@ -201,7 +196,7 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     voice_json.write(config_path, voice_json.voice_config(
         sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=cfg.text.language,
         phoneme_id_map=pmap.piper_json(), num_symbols=pmap.num_symbols, speakers=names,
-        dataset=(run_of(weights) or weights.parent).name, source=source))
+        dataset=(RunDir.of(weights) or RunDir(weights.parent)).path.name, source=source))
     for i, v in enumerate(chosen):
         say(f"voice {i if len(chosen) > 1 else '-'}: {v.name} ({v.source})")
     if cache is not None:

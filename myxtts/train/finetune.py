@@ -38,7 +38,8 @@ from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse
 from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import choose_weights, describe
+from myxtts.models.checkpoint import describe
+from myxtts.rundir import choose_weights
 
 SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from myxtts.config import Config
 from myxtts.errors import UserError
+from myxtts.files import write_json
 
 FILE = "plan.json"  # RUN/plan.json: the run's plan
 CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
@@ -61,10 +62,7 @@ class Plan:
         return {**dataclasses.asdict(self), "notes": list(self.notes)}
 
     def save(self, folder: str | Path, name: str = FILE) -> None:
-        path = Path(folder) / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)  # a run killed mid-write keeps the previous plan
+        write_json(Path(folder) / name, self.to_dict())  # a run killed mid-write keeps the previous plan
 
     @classmethod
     def load(cls, folder: str | Path) -> Plan | None:

@@ -10,7 +10,8 @@ from myxtts import cli
 from myxtts.config import load
 from myxtts.data.prepare import prepare
 from myxtts.evaluate.evaluation import DNSMOS, ZERO_SHOT, plan
-from myxtts.models.checkpoint import read_metadata, resolve_checkpoint, trained_voices
+from myxtts.models.checkpoint import read_metadata, trained_voices
+from myxtts.rundir import resolve_checkpoint
 
 from .conftest import LJ, ROOT, train_tiny
 

@@ -2,9 +2,11 @@ import json
 import re
 import signal
 import time
+from pathlib import Path
 
 from safetensors.torch import load_file
 
+from myxtts.rundir import RunDir
 from tests.conftest import kill_when
 
 from .conftest import losses, run_train
@@ -55,6 +57,7 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step-00000003"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["recompiles_after_warmup"] == 0
+    assert RunDir(tmp_path / "run").cache() == Path(lj_cache).resolve()  # recorded, so eval and serve find it
     assert summary["frame_budget"] == 1200  # the budget the diagnosis judges (FAST sets it)
     assert "where the time went" in r.stderr
 
