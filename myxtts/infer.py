@@ -128,11 +128,19 @@ class Synthesizer:
 
     def reference(self, voice=None) -> speak.Reference:
         """A sound file → the voice to speak in (:func:`myxtts.speak.reference_from_file`); a
+        folder of clips → its voice by the one folder rule (:func:`myxtts.voice.from_folder`); a
         :class:`~myxtts.speak.Reference` as it is; None → the neutral voice."""
         if voice is None:
             return speak.neutral(self.cfg)
         if isinstance(voice, speak.Reference):
             return voice
+        if Path(voice).is_dir():
+            from myxtts.voice import from_folder
+
+            found = from_folder(Path(voice).name, Path(voice), self.cfg, self.log, source=str(voice))
+            if found is None:
+                raise UserError(f"reference {voice}: the folder holds no usable clip")
+            return found.reference
         return speak.reference_from_file(voice, self.cfg, self.log)
 
     # ------------------------------------------------------------------------ synthesis

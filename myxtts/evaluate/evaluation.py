@@ -81,9 +81,7 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
         raise UserError(f"{cache.path}: the cache has no held-out utterances to evaluate; prepare "
                         "it with a val.txt or data.val_fraction above 0" if split == "val"
                         else f"{cache.path}: the cache has no {split} utterances to evaluate")
-    by_speaker: dict[int, list[int]] = {}
-    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):  # training split first
-        by_speaker.setdefault(int(cache.index.speaker[i]), []).append(i)
+    by_speaker = cache.by_speaker()  # training split first
     speakers = sorted(by_speaker)
     out = []
     for i in chosen[:limit]:

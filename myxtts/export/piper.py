@@ -2,17 +2,17 @@
 
 What goes in: the weights :meth:`myxtts.rundir.RunDir.choose_weights` picks (the lowest
 held-out WER of the periodic evaluation where it ran), the run's own trained vocoder (a run
-without one is refused: Griffin-Lim has no place in a graph), and the voices: every speaker of
-the cache the run trained on (``--data``), each from the reference the evaluation gives it (its
-first training utterance), and each ``--voice NAME=FOLDER`` from the first clip of its folder,
-conditioned as ``myxtts synthesize --reference`` conditions a clip. Without either, the voice is
-the model's neutral voice.
+without one is refused: Griffin-Lim has no place in a graph), and the voices, made as
+``myxtts serve`` makes them (:mod:`myxtts.voice`): every speaker of the cache the run trained on
+(``--data``), each from its first utterance, and each ``--voice NAME=FOLDER`` from all the clips
+of its folder. Without either, the voice is the model's neutral voice.
 
 After writing, the graph is run in onnxruntime on a sentence at three paces and compared with
 :func:`myxtts.speak.speak` on the same text, voice and pace; the figures are printed and returned.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -31,21 +31,14 @@ from myxtts.files import atomic_write
 from myxtts.models.checkpoint import load_model
 from myxtts.rundir import RunDir, choose_weights
 from myxtts.text import TextProcessor, Vocabulary
+from myxtts.voice import CLIP_SUFFIXES, Voice, cache_voices, clips, from_folder, neutral
 
 OPSET = 17
 INPUTS = ["input", "input_lengths", "scales"]  # + "sid" for several speakers
 OUTPUTS = ["output", "durations", "mel"]
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 CHECK_SENTENCE = "This is how the exported voice sounds."
 INSTALL_HINT = "pip install 'myxtts[export]'"
 PACES = (0.8, 1.0, 1.25)  # length scales the export is checked at: slower, as trained, faster
-
-
-@dataclass
-class Voice:
-    name: str
-    reference: speak.Reference
-    source: str  # where it came from, for the report
 
 
 @dataclass
@@ -61,24 +54,24 @@ class Exported:
 
 
 def parse_voice(arg: str) -> tuple[str, Path]:
-    """``NAME=FOLDER`` → (name, the folder's first sound file, the voice's reference), checked."""
+    """``NAME=FOLDER`` → (name, folder), checked: the folder holds sound files."""
     name, sep, folder = arg.partition("=")
     if not sep or not folder:
         raise UserError(f"--voice {arg}: give NAME=FOLDER (a folder of reference clips)")
     name, path = voice_json.check_name(name), Path(folder)
     if not path.is_dir():
         raise UserError(f"--voice {name}={folder}: no such folder")
-    clips = sorted(p for p in path.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES)
-    if not clips:
+    if not clips(path):
         raise UserError(f"--voice {name}={folder}: the folder holds no sound files "
-                        f"({', '.join(AUDIO_SUFFIXES)})")
-    return name, clips[0]
+                        f"({', '.join(CLIP_SUFFIXES)})")
+    return name, path
 
 
-def cache_voices(cache, cfg) -> list[Voice]:
-    """Every speaker of the cache, from its first training utterance (the evaluation's rule)."""
-    return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_cache(cache, i, cfg),
-                  f"{cache.path} {cache.index.id[i]}") for s, i in sorted(cache.first_of_each_speaker().items())]
+def folder_voice(name: str, folder: Path, cfg, say) -> Voice:
+    v = from_folder(name, folder, cfg, say, source=str(folder))
+    if v is None:
+        raise UserError(f"--voice {name}={folder}: no clip of the folder can be used (said above)")
+    return v
 
 
 def load_acoustic(weights: Path, vocoder):
@@ -178,10 +171,11 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
         cache = Cache(data)
         if cache.vocab != Vocabulary(symbols):
             raise UserError(f"--data {data}: not the cache this run trained on (another vocabulary)")
-    chosen = (cache_voices(cache, cfg) if cache is not None else []) + \
-        [Voice(name, speak.reference_from_file(clip, cfg, say), str(clip)) for name, clip in asked]
+    chosen = [dataclasses.replace(v, name=voice_json.check_name(v.name), source=f"{cache.path}, {v.source}")
+              for v in cache_voices(cache, cfg)] if cache is not None else []
+    chosen += [folder_voice(name, folder, cfg, say) for name, folder in asked]
     if not chosen:
-        chosen = [Voice("neutral", speak.neutral(cfg), "the neutral voice (no reference)")]
+        chosen = [neutral(cfg)]
     names = [v.name for v in chosen]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

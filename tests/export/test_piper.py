@@ -48,7 +48,7 @@ def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run,
     done, _ = exported
     cfg = synth.cfg
     ref = (speak.reference_from_mel(Cache(voice_run[1]).mel(0), cfg) if sid == 0 else
-           speak.reference_from_file(sorted(clone_folder.iterdir())[0], cfg))
+           synth.reference(clone_folder))  # the folder's voice, as synthesize and serve make it
     text = TextProcessor(cfg.text, Vocabulary(synth.text.vocab.symbols))
     pmap = build(text.vocab.symbols)
     ids = pmap.ids_of_tokens(text.encode(SENTENCE, warn=lambda _: None))
