@@ -166,7 +166,8 @@ def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tens
 @torch.no_grad()
 def speak(model, cfg, text, texts: list[str], references: Reference | list[Reference],
           to_wave: ToWave | None, seed: int = 0, batch_size: int = 1, normalized: bool = False,
-          say: Callable[[str], None] = print, speed: float = 1.0) -> list[Spoken]:
+          say: Callable[[str], None] = print, speed: float = 1.0,
+          encoded: list[tuple[int, ...]] | None = None) -> list[Spoken]:
     """Each of ``texts`` as one utterance, in its reference's voice (one for all, or one each)
     → one :class:`Spoken` each, in ``texts`` order.
 
@@ -177,7 +178,8 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
     latency in ``seconds_taken``. ``speed`` > 1 speaks faster: the duration decoder's predicted
     durations are divided by it (the autoregressive decoder has none to scale). ``to_wave`` None
     leaves ``wav`` None, for a caller that turns the mel into audio itself (the server, in
-    pieces as it streams)."""
+    pieces as it streams). ``encoded``: each text's token ids where the caller encoded them
+    already (the server, once per request as it checks them): nothing is read again."""
     refs = references if isinstance(references, list) else [references] * len(texts)
     if len(refs) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(refs)} references")
@@ -186,7 +188,10 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
                         f"(this model's is model.decoder={cfg.model.decoder})")
     pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
     device = next(model.parameters()).device
-    ids = [text.encode(t, warn=say, normalized=normalized) for t in texts]
+    ids = [list(e) for e in encoded] if encoded is not None else \
+        [text.encode(t, warn=say, normalized=normalized) for t in texts]
+    if len(ids) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(ids)} encoded")
     r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
     order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # similar lengths batch together
     out: list = [None] * len(texts)
