@@ -123,7 +123,8 @@ def reference_from_cache(cache, i: int, cfg) -> Reference:
 def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> Reference:
     """A sound file of any rate, channel count and soundfile format, conditioned exactly like
     training audio (resample, trim, loudness) → :func:`reference_from_mel`. Silence, a clip
-    shorter than ``MIN_REF_SECONDS`` of sound and an unreadable file are a :class:`UserError`."""
+    shorter than ``MIN_REF_SECONDS`` of sound, an unreadable file and, for a model conditioned on
+    GE2E embeddings, a clip the speaker encoder finds no voice in are a :class:`UserError`."""
     a = cfg.audio
     try:
         wav = audio.load_audio(path, a.sample_rate)
@@ -138,8 +139,12 @@ def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> 
     if seconds < MIN_REF_SECONDS:
         raise UserError(f"reference {path} is too short ({seconds:.2f} s of sound after trimming); "
                         f"give {cfg.data.ref_seconds:g} s or more of clear speech")
-    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}",
-                              voice_embedding([wav], cfg))
+    emb = voice_embedding([wav], cfg)
+    if emb is None and cfg.model.speaker_embedding == "ge2e":  # else the neutral voice's zero row, unsaid
+        raise UserError(f"reference {path}: the speaker encoder hears no voice in it, and this model "
+                        f"(model.speaker_embedding=ge2e) is conditioned on one; give "
+                        f"{cfg.data.ref_seconds:g} s or more of clear speech")
+    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}", emb)
 
 
 @dataclass

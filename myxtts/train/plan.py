@@ -46,6 +46,7 @@ class Plan:
     world_size: int
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
+    speaker_embedding: str | None = None  # model.speaker_embedding resolved; None: as asked (older plans)
 
     def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with
@@ -54,6 +55,9 @@ class Plan:
                                    max_batch_size=self.max_batch_size)
         train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile)
         cfg = dataclasses.replace(cfg, data=data, train=train)
+        if self.speaker_embedding is not None:
+            model = dataclasses.replace(cfg.model, speaker_embedding=self.speaker_embedding)
+            cfg = dataclasses.replace(cfg, model=model)
         section, name = LR_SETTING[stage].split(".")
         return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
                                                                          **{name: self.lr})})

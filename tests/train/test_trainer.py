@@ -4,6 +4,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 from myxtts.rundir import RunDir
@@ -123,3 +124,28 @@ def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "model.d_model=64 (now 32)" in r.stderr
     assert len(r.stderr.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_speaker_embedding_auto_is_resolved_once_and_the_model_file_keeps_which(monkeypatch, installed):
+    """auto is ge2e where the GE2E encoder's weights are installed, else none, said in the plan's
+    notes; the plan keeps it (a resume does not resolve it again) and applies it, so the model
+    files a run writes (its config: ``plan.apply``) hold the resolved value, never auto."""
+    from myxtts import speaker
+    from myxtts.config import load
+    from myxtts.errors import UserError
+    from myxtts.train.build import resolve_plan
+
+    def weights_path():
+        if not installed:
+            raise UserError("no resemblyzer")
+        return Path("pretrained.pt")
+
+    monkeypatch.setattr(speaker, "weights_path", weights_path)
+    want = "ge2e" if installed else "none"
+    cfg = load("tiny", ["model.speaker_embedding=auto", "data.frame_budget=1200"])
+    plan = resolve_plan(cfg, None)
+    assert plan.speaker_embedding == want and plan.apply(cfg).model.speaker_embedding == want
+    assert any(n.startswith(f"model.speaker_embedding auto: {want}") for n in plan.notes)
+    monkeypatch.setattr(speaker, "weights_path", lambda: Path("pretrained.pt"))  # installed since
+    assert resolve_plan(cfg, None, saved=plan).speaker_embedding == want  # kept as planned
