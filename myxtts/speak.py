@@ -1,8 +1,8 @@
 """Text (+ a reference voice) → audio: the one way MyXTTS speaks.
 
-``myxtts synthesize`` (:class:`myxtts.infer.Synthesizer`), the training samples and ``eval``
-(the periodic one included) all call :func:`speak`, so what is measured is what users hear, and
-every later way of speaking builds on it.
+``myxtts synthesize``, the training samples, ``eval`` (the periodic one included), ``serve`` and
+``export``'s check all call :func:`speak` through one object, :class:`myxtts.infer.Synthesizer`
+(a run loaded once, or a model in training), so what is measured is what users hear.
 
 The reference rule is the one training follows: the model saw ``data.ref_seconds`` of another
 utterance of the speaker (see :mod:`myxtts.data.dataset`), so a longer reference is cut to its

@@ -53,7 +53,7 @@ def test_synthesize_eval_and_samples_say_the_same(setup, tmp_path):
     said = synth.synthesize([s.text], reference=reference_from_mel(cache.mel(s.ref), synth.cfg))[0]
     assert said.parts == 1 and said.wav.size > 0
 
-    (heard,) = speak_sentences(synth.model, synth.cfg, synth.text, cache, [s], synth.to_wave)
+    (heard,) = speak_sentences(synth, cache, [s])
     assert np.array_equal(heard.wav, said.wav)
 
     # The sample's voice is the first held-out utterance (this one).

@@ -40,7 +40,7 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
     log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}, "
         f"mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
-    result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences, synth.to_wave, listener,
+    result = evaluate(synth, cache, sentences, listener,
                       seed=seed, log=log, trained_voices=trained_voices(synth.meta))
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
             "split": split, "vocoder": synth.to_wave.name,

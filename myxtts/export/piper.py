@@ -28,9 +28,9 @@ from myxtts.export.graph import PiperGraph
 from myxtts.export.istft import ExportableVocoder
 from myxtts.export.phonemes import PhonemeMap, build, coverage
 from myxtts.files import atomic_write
-from myxtts.models.checkpoint import load_model
-from myxtts.rundir import RunDir, choose_weights
-from myxtts.text import TextProcessor, Vocabulary
+from myxtts.infer import Synthesizer
+from myxtts.rundir import RunDir
+from myxtts.text import Vocabulary
 from myxtts.voice import CLIP_SUFFIXES, Voice, cache_voices, clips, from_folder, neutral
 
 OPSET = 17
@@ -74,21 +74,24 @@ def folder_voice(name: str, folder: Path, cfg, say) -> Voice:
     return v
 
 
-def load_acoustic(weights: Path, vocoder):
-    model, cfg, symbols, meta = load_model(weights, "cpu")
-    if meta["kind"] != "acoustic":
-        raise UserError(f"{weights} is a {meta['kind']} checkpoint; --checkpoint needs an acoustic model")
+def load_run(checkpoint, vocoder, step: int | None, say) -> Synthesizer:
+    """The run loaded as every command loads it, on the CPU, checked for what a Piper voice needs."""
+    held: list[str] = []  # what loading says waits for the checks: a refused run is one line
+    synth = Synthesizer(checkpoint, vocoder, "cpu", log=held.append, step=step)
+    cfg, weights, to_wave = synth.cfg, synth.weights, synth.to_wave
     if cfg.model.decoder != "duration":
         raise UserError(f"{weights}: a Piper voice needs the duration decoder (model.decoder=duration); "
                         f"this run uses the {cfg.model.decoder} one")
     if cfg.text.mode != "phonemes":
         raise UserError(f"{weights}: a Piper voice reads espeak-ng phonemes; this run was trained on "
                         f"text.mode={cfg.text.mode}")
-    to_wave = vocode.load(cfg.audio, vocoder, weights)
     if to_wave.griffin_lim:
         raise UserError("the run has no trained vocoder, and a Piper voice carries one: train it with "
                         "`myxtts train --stage vocoder --data CACHE --out RUN/vocoder`, or name one with --vocoder")
-    return model, cfg, symbols, meta, to_wave
+    for line in held:
+        say(line)
+    synth.log = say
+    return synth
 
 
 def build_graph(model, cfg, to_wave, latents: torch.Tensor, pmap: PhonemeMap) -> PiperGraph:
@@ -134,16 +137,15 @@ def run_onnx(sess, ids: list[int], sid: int | None = None, length_scale: float =
     return wav[0, 0], durations[0], mel[0]
 
 
-def parity(sess, model, cfg, text: TextProcessor, pmap: PhonemeMap, voice: Voice, to_wave,
-           multi: bool, sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
+def parity(sess, synth: Synthesizer, pmap: PhonemeMap, voice: Voice, multi: bool,
+           sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
     """ONNX at each of ``PACES`` against :func:`speak` at the same pace (``speed`` =
     1 / ``length_scale``) on ``sentence`` in ``voice`` → the worst (mel mean absolute error,
     largest audio difference); frames that differ are an error."""
-    ids = pmap.ids_of_tokens(text.encode(sentence, warn=lambda _: None))
+    ids = pmap.ids_of_tokens(synth.text.encode(sentence, warn=lambda _: None))
     worst = (0.0, 0.0)
     for scale in PACES:
-        (spoken,) = speak.speak(model, cfg, text, [sentence], voice.reference, to_wave, say=lambda _: None,
-                                speed=1.0 / scale)
+        (spoken,) = synth.speak([sentence], voice.reference, speed=1.0 / scale, say=lambda _: None)
         wav, _, mel = run_onnx(sess, ids, 0 if multi else None, length_scale=scale)
         if mel.shape != tuple(spoken.mel.shape):
             raise RuntimeError(f"at length_scale {scale:g} the exported graph made {mel.shape[0]} frames "
@@ -160,9 +162,9 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     if out.suffix != ".onnx":
         raise UserError(f"--out {out}: a Piper voice is a NAME.onnx file")
     asked = [parse_voice(v) for v in voices]  # before any work: a bad folder is one line at once
-    weights, why = choose_weights(checkpoint, step)
-    model, cfg, symbols, meta, to_wave = load_acoustic(weights, vocoder)
-    say(f"weights: {weights}: {why}")
+    synth = load_run(checkpoint, vocoder, step, say)
+    model, cfg, text, to_wave = synth.model, synth.cfg, synth.text, synth.to_wave
+    symbols = text.vocab.symbols
     say(f"vocoder: {to_wave.name}")
     cache = None
     if data is not None:
@@ -181,12 +183,12 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     if dup:
         raise UserError(f"voice name {dup[0]!r} is given twice; each voice needs a name of its own")
     pmap = build(symbols)
-    text = TextProcessor(cfg.text, Vocabulary(symbols))
     latents = torch.stack([speak.with_latents(model, v.reference).latents for v in chosen])  # (S, K, d)
     graph = build_graph(model, cfg, to_wave, latents, pmap)
     write_onnx(graph, out, len(chosen))
     config_path = out.with_name(out.name + ".json")
-    source = {"weights": str(weights), "step": meta["step"], "chosen_because": why}
+    weights, why = synth.weights, synth.why
+    source = {"weights": str(weights), "step": synth.meta["step"], "chosen_because": why}
     voice_json.write(config_path, voice_json.voice_config(
         sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=cfg.text.language,
         phoneme_id_map=pmap.piper_json(), num_symbols=pmap.num_symbols, speakers=names,
@@ -200,7 +202,7 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     else:
         line = "phoneme map coverage: not measured (give --data CACHE to measure it on its held-out sentences)"
     say(line)
-    mae, diff = parity(session(out), model, cfg, text, pmap, chosen[0], to_wave, len(chosen) > 1)
+    mae, diff = parity(session(out), synth, pmap, chosen[0], len(chosen) > 1)
     paces = ", ".join(f"{p:g}" for p in PACES)
     say(f"checked in onnxruntime against PyTorch at length_scale {paces}: mel mean abs diff {mae:.2e}, "
         f"audio max diff {diff:.2e}")

@@ -5,8 +5,9 @@ text, as they arrive), each read into token ids once, when it is checked on arri
 (:meth:`Engine.sentences`). One worker thread loops:
 
 1. every job whose previous sentence has been sent whole and that has another one gives it; these
-   sentences are spoken together through :func:`myxtts.speak.speak`, which sorts them by length
-   and decodes up to ``max_batch`` at a time (1: no batching, each sentence decoded alone);
+   sentences are spoken together through the run's :meth:`myxtts.infer.Synthesizer.speak`, which
+   sorts them by length and decodes up to ``max_batch`` at a time (1: no batching, each sentence
+   decoded alone);
 2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
    the pieces of all jobs vocoded together where their windows are of one length: the first
    piece of a request is short, so new requests hear something at once, and no request waits
@@ -31,7 +32,6 @@ import numpy as np
 from myxtts.errors import UserError
 from myxtts.infer import PAUSE_SECONDS
 from myxtts.serve import pieces, timings
-from myxtts.speak import speak
 from myxtts.text import echo
 
 SENTENCE_DONE = re.compile(r"[.!?]+[\"')\]]*\s")  # the end of a sentence in text still arriving
@@ -182,10 +182,9 @@ class Engine:
         for speed in sorted({j.speed for j, _ in starting}):
             group = [(j, t) for j, t in starting if j.speed == speed]
             try:  # no text is read here: requests go on checking theirs while this decodes
-                spoken = speak(s.model, s.cfg, s.text, [t.text for _, t in group],
-                               [j.voice.reference for j, _ in group], None, batch_size=self.max_batch,
-                               normalized=True, say=lambda m: None, speed=speed,
-                               encoded=[t.ids for _, t in group])
+                spoken = s.speak([t.text for _, t in group], [j.voice.reference for j, _ in group],
+                                 speed=speed, batch_size=self.max_batch, normalized=True, vocode=False,
+                                 encoded=[t.ids for _, t in group], say=lambda m: None)
             except Exception as e:  # one bad batch must not stop the server
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:

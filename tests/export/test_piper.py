@@ -53,8 +53,7 @@ def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run,
     pmap = build(text.vocab.symbols)
     ids = pmap.ids_of_tokens(text.encode(SENTENCE, warn=lambda _: None))
     wav, durations, mel = run_onnx(session(done.onnx), ids, sid, length_scale=scale)
-    (spoken,) = speak.speak(synth.model, cfg, synth.text, [SENTENCE], ref, synth.to_wave, say=lambda _: None,
-                            speed=1 / scale)
+    (spoken,) = synth.speak([SENTENCE], ref, speed=1 / scale, say=lambda _: None)
     assert mel.shape == tuple(spoken.mel.shape) and mel.shape[0] * cfg.audio.hop_length == wav.size
     assert np.abs(mel - spoken.mel.numpy()).mean() < 1e-3
     assert np.abs(wav - np.clip(spoken.wav, -1, 1)).max() < 1e-4

@@ -33,14 +33,14 @@ async def collect(job) -> list:
 
 def test_a_failing_batch_ends_only_its_own_requests(engine, monkeypatch):
     voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
-    real = engine_module.speak
+    real = engine.synth.speak
 
-    def speak(model, cfg, text, texts, *args, **kwargs):
+    def speak(texts, *args, **kwargs):
         if any("boom" in t for t in texts):
             raise RuntimeError("boom")
-        return real(model, cfg, text, texts, *args, **kwargs)
+        return real(texts, *args, **kwargs)
 
-    monkeypatch.setattr(engine_module, "speak", speak)
+    monkeypatch.setattr(engine.synth, "speak", speak)
 
     async def go():
         bad = engine.submit(voice, 2.0, engine.sentences("Say boom now."), chars=13)  # its own speed: its own batch
