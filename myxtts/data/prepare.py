@@ -398,12 +398,3 @@ def demo_cache(cfg: Config) -> Path:
         prepare(DEMO_CORPUS, out, cfg, workers=os.cpu_count() or 1, progress=False)
     return out
 
-
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UserError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
-    if n < 1 or not 0 <= i < n:
-        raise UserError(f"--shard {text!r}: need 0 <= I < N (shards are numbered from 0)")
-    return i, n
