@@ -64,6 +64,38 @@ def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run,
         assert res.wav.size == wav.size and np.abs(wav - np.clip(res.wav, -1, 1)).max() < 1e-4
 
 
+@pytest.mark.parametrize("scale", [0.8, 1.25])
+def test_a_served_speed_is_the_exported_length_scale_of_that_pace(exported, synth, clone_folder, scale):
+    """The server's engine asked for speed 1 / length_scale speaks the frames the export speaks,
+    and, joined from its streamed pieces, the same audio."""
+    import asyncio
+
+    from myxtts.serve.engine import Engine
+    from myxtts.voice import Voice
+
+    done, _ = exported
+    ref = synth.reference(clone_folder)
+    pmap = build(synth.text.vocab.symbols)
+    wav, _, mel = run_onnx(session(done.onnx), pmap.ids_of_tokens(synth.text.encode(SENTENCE)), 1, scale)
+    engine = Engine(synth, max_batch=2, max_jobs=2, log=lambda _: None)
+    try:
+        async def served():
+            job = engine.submit(Voice("slt", "voices folder", speak.with_latents(synth.model, ref)), 1 / scale,
+                                engine.sentences(SENTENCE))
+            out = []
+            while not out or out[-1].kind not in ("done", "error"):
+                out.append(await asyncio.wait_for(job.events.get(), 120))
+            return out
+
+        events = asyncio.run(served())
+    finally:
+        engine.stop()
+    assert events[-1].kind == "done"
+    heard = np.concatenate([e.wav for e in events if e.kind == "audio"])
+    assert heard.size == wav.size == mel.shape[0] * synth.cfg.audio.hop_length
+    assert np.abs(heard - wav).max() < 1e-3
+
+
 def test_length_scale_stretches_the_durations(exported):
     done, _ = exported
     sess = session(done.onnx)
