@@ -181,7 +181,9 @@ class Config:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        from myxtts.files import write_text
+
+        write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 # --------------------------------------------------------------------------------- building

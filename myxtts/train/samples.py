@@ -9,6 +9,7 @@ from pathlib import Path
 from myxtts import audio, vocode
 from myxtts.config import Config
 from myxtts.errors import UserError
+from myxtts.files import write_text
 from myxtts.infer import Synthesizer
 from myxtts.speak import reference_from_cache
 from myxtts.text import TextProcessor
@@ -29,7 +30,7 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     synth = Synthesizer.of(core, cfg, tp, to_wave)
     (spoken,) = synth.speak([sentence], reference_from_cache(cache, held_out, cfg), say=lambda _: None)
     mel, wav = spoken.mel, spoken.wav
-    (out / "vocoder.txt").write_text(to_wave.name + "\n")
+    write_text(out / "vocoder.txt", to_wave.name + "\n")
     paths = {"wav": out / "sample.wav"}
     audio.save_wav(paths["wav"], wav, cfg.audio.sample_rate)
     try:
