@@ -7,6 +7,7 @@
     RUN/best/model.safetensors            the lowest validation loss so far
     RUN/metrics.jsonl                     one line per logged step, eval_* figures included
     RUN/summary.json                      what the run measured, written when it ends
+    RUN/report.html, RUN/tensorboard/     the same for a reader (observe/runlog.py)
     RUN/samples/step-00001000/            the fixed sentence spoken at that step
     RUN/vocoder/                          the run's own vocoder: a run of its own, this layout again
 
@@ -31,14 +32,31 @@ def step_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
+def _in_run(*parts: str) -> property:
+    """A path of the layout, below the run's folder."""
+    return property(lambda self: self.path.joinpath(*parts), doc=f"RUN/{'/'.join(parts)}")
+
+
 class RunDir:
+    CONFIG = "config.yaml"
+    PLAN = "plan.json"
     CHECKPOINTS = "checkpoints"
     BEST = "best"
     METRICS = "metrics.jsonl"
     SUMMARY = "summary.json"
     DATA = "data.json"
     SAMPLES = "samples"
+    REPORT = "report.html"
+    TENSORBOARD = "tensorboard"
     VOCODER = "vocoder"
+
+    config = _in_run(CONFIG)
+    checkpoints = _in_run(CHECKPOINTS)
+    best = _in_run(BEST, MODEL_FILE)
+    metrics = _in_run(METRICS)
+    summary = _in_run(SUMMARY)
+    report = _in_run(REPORT)
+    tensorboard = _in_run(TENSORBOARD)
 
     def __init__(self, path):
         self.path = Path(path)
@@ -58,27 +76,11 @@ class RunDir:
         return None
 
     # ------------------------------------------------------------------------ the layout
-    @property
-    def checkpoints(self) -> Path:
-        return self.path / self.CHECKPOINTS
-
     def step_dir(self, step: int) -> Path:
         return self.checkpoints / step_name(step)
 
     def step_weights(self, step: int) -> Path:
         return self.step_dir(step) / MODEL_FILE
-
-    @property
-    def best(self) -> Path:
-        return self.path / self.BEST / MODEL_FILE
-
-    @property
-    def metrics(self) -> Path:
-        return self.path / self.METRICS
-
-    @property
-    def summary(self) -> Path:
-        return self.path / self.SUMMARY
 
     def samples(self, step: int) -> Path:
         return self.path / self.SAMPLES / step_name(step)

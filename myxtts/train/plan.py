@@ -20,8 +20,9 @@ from pathlib import Path
 from myxtts.config import Config
 from myxtts.errors import UserError
 from myxtts.files import write_json
+from myxtts.rundir import RunDir
 
-FILE = "plan.json"  # RUN/plan.json: the run's plan
+FILE = RunDir.PLAN  # RUN/plan.json: the run's plan
 CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
 
 

@@ -74,7 +74,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         if init is not None:  # every rank, before the first step
             finetune.load(run, init)
         if info.is_main:  # a resume's plan goes into its checkpoints
-            asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
+            asked.save(RunDir(out).config)  # as asked, auto included: it runs again on any machine
             run.plan.save(out)
             RunDir(out).checkpoints.mkdir(exist_ok=True)  # a run from its start (RunDir.of)
     if loop.state.step >= cfg.train.max_steps:
