@@ -7,7 +7,7 @@
     RUN/best/model.safetensors            the lowest validation loss so far
     RUN/metrics.jsonl                     one line per logged step, eval_* figures included
     RUN/summary.json                      what the run measured, written when it ends
-    RUN/report.html, RUN/tensorboard/     the same for a reader (observe/runlog.py)
+    RUN/report.html, RUN/tensorboard/     the same for a reader (written by observe/runlog.py)
     RUN/samples/step-00001000/            the fixed sentence spoken at that step
     RUN/vocoder/                          the run's own vocoder: a run of its own, this layout again
 
@@ -46,8 +46,6 @@ class RunDir:
     SUMMARY = "summary.json"
     DATA = "data.json"
     SAMPLES = "samples"
-    REPORT = "report.html"
-    TENSORBOARD = "tensorboard"
     VOCODER = "vocoder"
 
     config = _in_run(CONFIG)
@@ -55,8 +53,6 @@ class RunDir:
     best = _in_run(BEST, MODEL_FILE)
     metrics = _in_run(METRICS)
     summary = _in_run(SUMMARY)
-    report = _in_run(REPORT)
-    tensorboard = _in_run(TENSORBOARD)
 
     def __init__(self, path):
         self.path = Path(path)

@@ -41,7 +41,7 @@ class RunLog(TrainLog):
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(self.run.tensorboard))
+                self._tb = SummaryWriter(str(self.out / "tensorboard"))
             except ImportError:
                 self.say("TensorBoard is not installed; metrics go to metrics.jsonl only "
                          "(pip install tensorboard)")
@@ -94,7 +94,7 @@ class RunLog(TrainLog):
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
-        write_report(self.run.report, m, diag, title=f"MyXTTS run {self.out.name}",
+        write_report(self.out / "report.html", m, diag, title=f"MyXTTS run {self.out.name}",
                      gpu_samples=samples)
         self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
