@@ -100,9 +100,10 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
-    speaker_embedding: str = _f("none", choices=["none", "ge2e"], help="ge2e: condition also on the "
+    speaker_embedding: str = _f("none", choices=["none", "ge2e", "auto"], help="ge2e: condition also on the "
                                 "reference's GE2E embedding (an encoder trained on 8,371 voices; needs "
-                                "resemblyzer), one more latent beside the learned ones")
+                                "resemblyzer), one more latent beside the learned ones; auto: ge2e where "
+                                "resemblyzer is installed, else none (the model file keeps which)")
     decoder: str = _f("duration", choices=["autoregressive", "duration"],
                       help="duration: every frame at once from aligned text and learned token "
                       "durations (the one that says new sentences); autoregressive: XTTS's mel "
@@ -180,7 +181,9 @@ class Config:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        from myxtts.files import write_text
+
+        write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 # --------------------------------------------------------------------------------- building

@@ -22,7 +22,8 @@ import torch
 
 from myxtts import audio, speak, vocode
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import choose_weights, load_model
+from myxtts.models.checkpoint import load_model
+from myxtts.rundir import choose_weights
 from myxtts.speak import SILENT_DBFS, dbfs
 from myxtts.text import echo
 
@@ -91,17 +92,20 @@ def _device(name: str | None) -> torch.device:
 
 
 class Synthesizer:
-    """Loads an acoustic checkpoint (and optionally a vocoder) once; synthesises many texts."""
+    """A run loaded once to speak: the model, its settings, its text front end and its
+    mel-to-audio step. Every way MyXTTS speaks goes through one (:meth:`speak`): ``synthesize``,
+    ``eval``, the training samples and periodic evaluation (:meth:`of` a model in memory),
+    ``serve`` and ``export``."""
 
     def __init__(self, checkpoint, vocoder=None, device: str | None = None, log=print,
                  step: int | None = None):
         """``checkpoint``: a run (its best weights, or those of ``step``: see
-        :func:`~myxtts.models.checkpoint.choose_weights`, whose choice is logged), a checkpoint
+        :meth:`~myxtts.rundir.RunDir.choose_weights`, whose choice is logged), a checkpoint
         folder or a model file."""
         from myxtts.text import TextProcessor, Vocabulary  # the text front end of the checkpoint
 
         self.device, self.log = _device(device), log
-        weights, why = choose_weights(checkpoint, step)
+        self.weights, self.why = weights, why = choose_weights(checkpoint, step)
         log(f"weights: {weights}: {why}")
         self.model, self.cfg, symbols, self.meta = load_model(weights, self.device)
         if self.meta["kind"] != "acoustic":
@@ -109,6 +113,22 @@ class Synthesizer:
                             "--checkpoint needs an acoustic model")
         self.text = TextProcessor(self.cfg.text, Vocabulary(symbols))
         self.to_wave = vocode.load(self.cfg.audio, vocoder, checkpoint, self.device)
+
+    @classmethod
+    def of(cls, model, cfg, text, to_wave, log=print) -> Synthesizer:
+        """A model already in memory (training's samples and periodic evaluation) to speak with."""
+        self = cls.__new__(cls)
+        self.model, self.cfg, self.text, self.to_wave, self.log = model, cfg, text, to_wave, log
+        self.device, self.meta = next(model.parameters()).device, {"kind": "acoustic", "step": None, "path": None}
+        return self
+
+    def speak(self, texts: list[str], voice, *, seed: int = 0, speed: float = 1.0, batch_size: int = 1,
+              normalized: bool = False, vocode: bool = True, encoded=None, say=None) -> list[speak.Spoken]:
+        """Each of ``texts`` in ``voice`` (a :class:`~myxtts.speak.Reference`, or one per text):
+        :func:`myxtts.speak.speak` with this run's model, settings, text front end and, unless
+        ``vocode`` is False (the server vocodes in pieces as it streams), its mel-to-audio step."""
+        return speak.speak(self.model, self.cfg, self.text, texts, voice, self.to_wave if vocode else None,
+                           seed, batch_size, normalized, say or self.log, speed, encoded)
 
     @property
     def sample_rate(self) -> int:
@@ -127,11 +147,19 @@ class Synthesizer:
 
     def reference(self, voice=None) -> speak.Reference:
         """A sound file → the voice to speak in (:func:`myxtts.speak.reference_from_file`); a
+        folder of clips → its voice by the one folder rule (:func:`myxtts.voice.from_folder`); a
         :class:`~myxtts.speak.Reference` as it is; None → the neutral voice."""
         if voice is None:
             return speak.neutral(self.cfg)
         if isinstance(voice, speak.Reference):
             return voice
+        if Path(voice).is_dir():
+            from myxtts.voice import from_folder
+
+            found = from_folder(Path(voice).name, Path(voice), self.cfg, self.log, source=str(voice))
+            if found is None:
+                raise UserError(f"reference {voice}: the folder holds no usable clip")
+            return found.reference
         return speak.reference_from_file(voice, self.cfg, self.log)
 
     # ------------------------------------------------------------------------ synthesis
@@ -140,9 +168,8 @@ class Synthesizer:
         """texts → one :class:`Synthesis` each; silent or cut results are warned about."""
         self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
         parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t)]
-        spoken = speak.speak(self.model, self.cfg, self.text, [s for _, s in parts],
-                             self.reference(reference), self.to_wave, seed, batch_size,
-                             normalized=True, say=self.log)
+        spoken = self.speak([s for _, s in parts], self.reference(reference), seed=seed,
+                            batch_size=batch_size, normalized=True)
         hop = self.cfg.audio.hop_length  # whole hops keep every wav a whole number of frames
         pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / hop) * hop, dtype=np.float32)
         results = []

@@ -1,8 +1,8 @@
 """Text (+ a reference voice) → audio: the one way MyXTTS speaks.
 
-``myxtts synthesize`` (:class:`myxtts.infer.Synthesizer`), the training samples and ``eval``
-(the periodic one included) all call :func:`speak`, so what is measured is what users hear, and
-every later way of speaking builds on it.
+``myxtts synthesize``, the training samples, ``eval`` (the periodic one included), ``serve`` and
+``export``'s check all call :func:`speak` through one object, :class:`myxtts.infer.Synthesizer`
+(a run loaded once, or a model in training), so what is measured is what users hear.
 
 The reference rule is the one training follows: the model saw ``data.ref_seconds`` of another
 utterance of the speaker (see :mod:`myxtts.data.dataset`), so a longer reference is cut to its
@@ -123,7 +123,8 @@ def reference_from_cache(cache, i: int, cfg) -> Reference:
 def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> Reference:
     """A sound file of any rate, channel count and soundfile format, conditioned exactly like
     training audio (resample, trim, loudness) → :func:`reference_from_mel`. Silence, a clip
-    shorter than ``MIN_REF_SECONDS`` of sound and an unreadable file are a :class:`UserError`."""
+    shorter than ``MIN_REF_SECONDS`` of sound, an unreadable file and, for a model conditioned on
+    GE2E embeddings, a clip the speaker encoder finds no voice in are a :class:`UserError`."""
     a = cfg.audio
     try:
         wav = audio.load_audio(path, a.sample_rate)
@@ -138,8 +139,12 @@ def reference_from_file(path, cfg, say: Callable[[str], None] | None = None) -> 
     if seconds < MIN_REF_SECONDS:
         raise UserError(f"reference {path} is too short ({seconds:.2f} s of sound after trimming); "
                         f"give {cfg.data.ref_seconds:g} s or more of clear speech")
-    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}",
-                              voice_embedding([wav], cfg))
+    emb = voice_embedding([wav], cfg)
+    if emb is None and cfg.model.speaker_embedding == "ge2e":  # else the neutral voice's zero row, unsaid
+        raise UserError(f"reference {path}: the speaker encoder hears no voice in it, and this model "
+                        f"(model.speaker_embedding=ge2e) is conditioned on one; give "
+                        f"{cfg.data.ref_seconds:g} s or more of clear speech")
+    return reference_from_mel(audio.mel_spectrogram(wav, a), cfg, say, f"reference {Path(path).name}", emb)
 
 
 @dataclass
@@ -166,7 +171,8 @@ def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tens
 @torch.no_grad()
 def speak(model, cfg, text, texts: list[str], references: Reference | list[Reference],
           to_wave: ToWave | None, seed: int = 0, batch_size: int = 1, normalized: bool = False,
-          say: Callable[[str], None] = print, speed: float = 1.0) -> list[Spoken]:
+          say: Callable[[str], None] = print, speed: float = 1.0,
+          encoded: list[tuple[int, ...]] | None = None) -> list[Spoken]:
     """Each of ``texts`` as one utterance, in its reference's voice (one for all, or one each)
     → one :class:`Spoken` each, in ``texts`` order.
 
@@ -177,7 +183,8 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
     latency in ``seconds_taken``. ``speed`` > 1 speaks faster: the duration decoder's predicted
     durations are divided by it (the autoregressive decoder has none to scale). ``to_wave`` None
     leaves ``wav`` None, for a caller that turns the mel into audio itself (the server, in
-    pieces as it streams)."""
+    pieces as it streams). ``encoded``: each text's token ids where the caller encoded them
+    already (the server, once per request as it checks them): nothing is read again."""
     refs = references if isinstance(references, list) else [references] * len(texts)
     if len(refs) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(refs)} references")
@@ -186,7 +193,10 @@ def speak(model, cfg, text, texts: list[str], references: Reference | list[Refer
                         f"(this model's is model.decoder={cfg.model.decoder})")
     pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
     device = next(model.parameters()).device
-    ids = [text.encode(t, warn=say, normalized=normalized) for t in texts]
+    ids = [list(e) for e in encoded] if encoded is not None else \
+        [text.encode(t, warn=say, normalized=normalized) for t in texts]
+    if len(ids) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(ids)} encoded")
     r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
     order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # similar lengths batch together
     out: list = [None] * len(texts)

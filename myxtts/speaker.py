@@ -42,6 +42,18 @@ def weights_path() -> Path:
     return path
 
 
+def resolve_setting(asked: str) -> str:
+    """``model.speaker_embedding`` as asked → what a run trains with: ``auto`` is ``ge2e`` where
+    the encoder's weights are installed (resemblyzer), else ``none``; the others as they are."""
+    if asked != "auto":
+        return asked
+    try:
+        weights_path()
+    except UserError:
+        return "none"
+    return "ge2e"
+
+
 class SpeakerEncoder(nn.Module):
     def __init__(self, weights: str | Path | None = None):
         super().__init__()

@@ -17,10 +17,10 @@ import torch
 from myxtts import audio
 from myxtts.config import AudioConfig
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import load_model, run_of
+from myxtts.models.checkpoint import load_model
+from myxtts.rundir import RunDir
 
 GRIFFIN_LIM = "griffin-lim"
-RUN_VOCODER = "vocoder"  # RUN/vocoder/: the run's own vocoder
 # mel features a vocoder and the model whose mels it turns into audio must share
 MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
 GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: it needs no training but sounds "
@@ -28,14 +28,17 @@ GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: i
                     "trains one that is then used by default")
 
 
+def min_frames(audio_cfg: AudioConfig) -> int:
+    """The fewest mel frames a vocoder is given: an STFT cannot frame a clip shorter than n_fft,
+    so shorter mels (an untrained model may stop at once) are padded with silence to this many
+    and the audio cut back (here and in the exported graph, myxtts.export.graph)."""
+    return audio_cfg.n_fft // audio_cfg.hop_length + 2
+
+
 def run_vocoder(checkpoint) -> Path | None:
     """``RUN/vocoder`` of the run ``checkpoint`` belongs to, where it holds a trained vocoder."""
-    run = run_of(checkpoint)
-    folder = run / RUN_VOCODER if run else None
-    if folder and (any(folder.glob("checkpoints/step-*/model.safetensors"))
-                   or (folder / "model.safetensors").is_file()):
-        return folder
-    return None
+    run = RunDir.of(checkpoint)
+    return run.vocoder.path if run is not None and run.vocoder.has_weights() else None
 
 
 class MelToWave:
@@ -53,12 +56,9 @@ class MelToWave:
     def __call__(self, mel: torch.Tensor) -> np.ndarray:
         a = self.audio_cfg
         n = mel.shape[0] * a.hop_length
-        # Griffin-Lim's STFT cannot frame a clip shorter than n_fft: pad very short outputs
-        # (an untrained model may stop at once) with silence, then cut back.
-        min_frames = a.n_fft // a.hop_length + 2
-        if mel.shape[0] < min_frames:
-            mel = torch.cat([mel, mel.new_full((min_frames - mel.shape[0], mel.shape[1]),
-                                               math.log(audio.LOG_FLOOR))])
+        short = min_frames(a) - mel.shape[0]
+        if short > 0:
+            mel = torch.cat([mel, mel.new_full((short, mel.shape[1]), math.log(audio.LOG_FLOOR))])
         if self.vocoder is None:
             wav = audio.griffin_lim(mel.float().cpu(), a)
         else:
@@ -69,7 +69,7 @@ class MelToWave:
     def batch(self, mels: torch.Tensor) -> np.ndarray:
         """(B, T, n_mels) mels of one length → (B, T * hop) float32: one vocoder call for all
         (the server's pieces of several sentences); Griffin-Lim runs them one by one."""
-        if self.vocoder is None or mels.shape[1] < self.audio_cfg.n_fft // self.audio_cfg.hop_length + 2:
+        if self.vocoder is None or mels.shape[1] < min_frames(self.audio_cfg):
             return np.stack([self(m) for m in mels])
         return self.vocoder(mels.float().to(self.device)).float().cpu().numpy()
 

@@ -53,7 +53,7 @@ def test_synthesize_eval_and_samples_say_the_same(setup, tmp_path):
     said = synth.synthesize([s.text], reference=reference_from_mel(cache.mel(s.ref), synth.cfg))[0]
     assert said.parts == 1 and said.wav.size > 0
 
-    (heard,) = speak_sentences(synth.model, synth.cfg, synth.text, cache, [s], synth.to_wave)
+    (heard,) = speak_sentences(synth, cache, [s])
     assert np.array_equal(heard.wav, said.wav)
 
     # The sample's voice is the first held-out utterance (this one).
@@ -139,3 +139,22 @@ def test_a_saved_model_conditioned_on_embeddings_speaks_in_a_files_voice(setup, 
     # the same mel from the file's reference, without its embedding, is another voice
     bare = synth.synthesize(["in being comparatively modern."], reference=replace(refs[0], embedding=None))[0]
     assert bare.wav.shape != said[0].wav.shape or not np.allclose(bare.wav, said[0].wav, atol=1e-4)
+
+
+def test_a_model_conditioned_on_embeddings_refuses_a_reference_the_encoder_hears_no_voice_in(monkeypatch):
+    """The clip has sound, but the GE2E encoder's own trimming leaves none: one line, not the
+    neutral voice's zero row in its place; a model without embeddings takes the clip as before."""
+    from myxtts import speaker
+    from myxtts.errors import UserError
+    from myxtts.speak import reference_from_file
+
+    class Deaf:
+        def embed(self, wav, sample_rate):
+            return None
+
+    monkeypatch.setattr(speaker, "shared_encoder", lambda: Deaf())
+    clip = Path(__file__).parent / "fixtures" / "reference_voices" / "arctic_a0009_slt_female.wav"
+    with pytest.raises(UserError) as e:
+        reference_from_file(clip, load("tiny", ["model.speaker_embedding=ge2e"]))
+    assert "hears no voice" in str(e.value) and "\n" not in str(e.value)
+    assert reference_from_file(clip, load("tiny")).frames > 0

@@ -54,7 +54,7 @@ def add_data(p, required: bool = True, more: str = "") -> None:
 
 def add_checkpoint(p) -> None:
     """``--checkpoint`` and ``--step``, as every command that speaks a run takes them: a run's
-    weights are chosen by :func:`myxtts.models.checkpoint.choose_weights`, and said."""
+    weights are chosen by :meth:`myxtts.rundir.RunDir.choose_weights`, and said."""
     p.add_argument("--checkpoint", required=True, metavar="RUN_OR_FILE",
                    help="a run directory (its best weights: the lowest held-out WER of the periodic "
                         "evaluation, else the lowest validation loss, else the newest checkpoint), a "

@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
                    help="the cache the run trained on: each of its speakers becomes a voice (sid), and "
                         "the phoneme map's coverage is measured on its held-out sentences")
     p.add_argument("--voice", action="append", default=[], metavar="NAME=FOLDER",
-                   help="add a cloned voice from a folder of reference clips (its first clip, as "
-                        "`synthesize --reference` uses one); repeatable")
+                   help="add a cloned voice from a folder of reference clips (all of them, as "
+                        "`serve --voices` and `synthesize --reference FOLDER` use them); repeatable")
     p.add_argument("--vocoder", metavar="RUN_OR_FILE",
                    help="vocoder run or file (default: the run's own RUN/vocoder)")
     p.set_defaults(func=run)

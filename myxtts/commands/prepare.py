@@ -6,7 +6,7 @@ from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, load_config
 from myxtts.data.manifest import FORMATS
-from myxtts.data.prepare import DEFAULT_CHUNK, parse_shard, prepare
+from myxtts.data.prepare import DEFAULT_CHUNK, prepare
 from myxtts.errors import UserError
 from myxtts.text import Vocabulary
 from myxtts.train import finetune
@@ -75,3 +75,14 @@ def print_report(report: dict, out: Path) -> None:
             print(f"    {s['id']}: {s['reason']}")
         if len(report["skipped"]) > 20:
             print(f"    ... and {len(report['skipped']) - 20} more in {out / 'report.json'}")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard I/N`` → (I, N), checked."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UserError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise UserError(f"--shard {text!r}: need 0 <= I < N (shards are numbered from 0)")
+    return i, n

@@ -15,9 +15,10 @@ def add_parser(sub) -> None:
     add_checkpoint(p)
     p.add_argument("--text", help="the sentence to say")
     p.add_argument("--texts", metavar="FILE", help="a text file, one sentence per line")
-    p.add_argument("--reference", metavar="WAV",
+    p.add_argument("--reference", metavar="WAV|FOLDER",
                    help="voice to clone: a few seconds of speech, any rate/format; the first "
-                        "data.ref_seconds (3 s by default) are used, as in training "
+                        "data.ref_seconds (3 s by default) are used, as in training; a folder of "
+                        "clips is one voice, as `serve --voices` and `export --voice` make it "
                         "(default: the neutral voice)")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "

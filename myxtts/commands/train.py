@@ -15,6 +15,7 @@ from myxtts.config import Config, load, parse_override
 from myxtts.data.format import with_cache_settings
 from myxtts.errors import UserError
 from myxtts.observe.runlog import RunLog
+from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import finetune
 from myxtts.train.trainer import train, train_vocoder
@@ -76,7 +77,7 @@ def run_config(args, init: finetune.Source | None = None) -> Config:
     takes the audio and text settings its cache was prepared with, except those given on the
     command line. A run started from trained weights (``init``) takes the model settings of
     those weights instead of the config's, and keeps them when it resumes."""
-    saved = Path(args.out) / "config.yaml"
+    saved = RunDir(args.out).config
     if saved.is_file() and args.config is None:
         cfg = load(saved, args.overrides, saved=True)
     else:

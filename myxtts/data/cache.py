@@ -98,12 +98,17 @@ class Cache:
     def indices(self, split: str = "train") -> np.ndarray:
         return np.flatnonzero(self.index.val == SPLITS[split])
 
-    def first_of_each_speaker(self) -> dict[int, int]:
-        """Speaker → its first utterance, the training split's first: a voice's default reference."""
-        first: dict[int, int] = {}
+    def by_speaker(self) -> dict[int, list[int]]:
+        """Speaker → its utterances, those of the training split first, each part in index order."""
+        out: dict[int, list[int]] = {}
         for i in sorted(range(len(self)), key=lambda i: (int(self.index.val[i]), i)):
-            first.setdefault(int(self.index.speaker[i]), i)
-        return first
+            out.setdefault(int(self.index.speaker[i]), []).append(i)
+        return out
+
+    def first_of_each_speaker(self) -> dict[int, int]:
+        """Speaker → its first utterance (:meth:`by_speaker`'s first): a voice's reference, the
+        held-out split's first for a voice held out whole."""
+        return {s: utts[0] for s, utts in self.by_speaker().items()}
 
     def voices(self, split: str = "train") -> list[str]:
         """The speakers with utterances in ``split``: for ``train``, the voices a model trained on

@@ -12,7 +12,6 @@ first run that needs it computes it.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
+from myxtts.files import atomic_write
 from myxtts.speaker import DIM, shared_encoder
 
 FILE = "speaker_embeddings.npy"
@@ -113,10 +113,6 @@ def ensure(cache, progress: bool = True, workers: int = 1) -> np.ndarray:
         if pool:
             pool.terminate()
     p = path_of(cache)
-    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
+    with atomic_write(p) as tmp, open(tmp, "wb") as f:
         np.save(f, out.astype(np.float16))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
     return load(cache)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from myxtts.config import Config
+from myxtts.files import write_json
 
 FORMAT_VERSION = 1
 RECIPE = "recipe.json"  # how prepare makes this cache: corpus, settings, chunks (a rerun resumes)
@@ -84,16 +85,6 @@ def recipe_path(cache: Path) -> Path | None:
     return None
 
 
-def write_json(path: Path, obj) -> None:
-    """Atomic JSON write: a reader sees the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -132,19 +123,29 @@ def write_shard(shard_dir: Path, entries: list[dict], mels: list[np.ndarray],
 
 
 
+# Content settings added after caches were first written, with the value an older cache, which
+# does not record them, was made with.
+ADDED_SETTINGS = {("data", "pseudo_speakers"): 0}
+
+
 def settings_of(cfg: Config) -> dict:
     """The settings that decide a cache's content; a cache made with others is refused."""
     d = cfg.data
     return {"audio": vars(cfg.audio).copy(), "text": vars(cfg.text).copy(),
             "data": {"min_seconds": d.min_seconds, "max_seconds": d.max_seconds,
-                     "store_wav": d.store_wav}}
+                     "store_wav": d.store_wav, "pseudo_speakers": d.pseudo_speakers}}
+
+
+def recorded(have: dict, section: str, key: str, missing=None):
+    """A cache's recorded content setting; one added later reads as what older caches were made with."""
+    return have.get(section, {}).get(key, ADDED_SETTINGS.get((section, key), missing))
 
 
 def settings_diff(have: dict, want: dict) -> list[str]:
     out = []
     for section in want:
         for key, value in want[section].items():
-            old = have.get(section, {}).get(key, "<missing>")
+            old = recorded(have, section, key, "<missing>")
             if old != value:
                 out.append(f"{section}.{key}: cache has {old!r}, requested {value!r}")
     return out
@@ -160,8 +161,8 @@ def with_cache_settings(cfg: Config, path: str | Path, pinned: set[str]) -> tupl
         have = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))["settings"]
     except (OSError, ValueError, KeyError, TypeError):
         return cfg, []
-    changes = {section: {key: have[section][key] for key, value in values.items()
-                         if f"{section}.{key}" not in pinned and have.get(section, {}).get(key, value) != value}
+    changes = {section: {key: recorded(have, section, key) for key, value in values.items()
+                         if f"{section}.{key}" not in pinned and recorded(have, section, key, value) != value}
                for section, values in settings_of(cfg).items()}
     taken = [f"{section}.{key}={value}" for section, kv in changes.items() for key, value in kv.items()]
     if not taken:

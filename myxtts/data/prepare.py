@@ -36,19 +36,11 @@ import numpy as np
 from myxtts import audio
 from myxtts.config import Config, from_dict
 from myxtts.data.embeddings import FILE as EMBEDDINGS
-from myxtts.data.format import (
-    FORMAT_VERSION,
-    RECIPE,
-    Index,
-    recipe_path,
-    settings_diff,
-    settings_of,
-    write_json,
-    write_shard,
-)
+from myxtts.data.format import FORMAT_VERSION, RECIPE, Index, recipe_path, settings_diff, settings_of, write_shard
 from myxtts.data.manifest import PSEUDO, Problem, locate, read_corpus
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
+from myxtts.files import write_json
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
 
 DEFAULT_CHUNK = 256
@@ -406,12 +398,3 @@ def demo_cache(cfg: Config) -> Path:
         prepare(DEMO_CORPUS, out, cfg, workers=os.cpu_count() or 1, progress=False)
     return out
 
-
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise UserError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
-    if n < 1 or not 0 <= i < n:
-        raise UserError(f"--shard {text!r}: need 0 <= I < N (shards are numbered from 0)")
-    return i, n

@@ -38,7 +38,7 @@ from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.naturalness import SCORES, Naturalness
-from myxtts.speak import Spoken, ToWave, reference_from_cache, speak
+from myxtts.speak import Spoken, reference_from_cache
 from myxtts.speaker import SpeakerEncoder, cosine
 
 OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
@@ -81,9 +81,7 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
         raise UserError(f"{cache.path}: the cache has no held-out utterances to evaluate; prepare "
                         "it with a val.txt or data.val_fraction above 0" if split == "val"
                         else f"{cache.path}: the cache has no {split} utterances to evaluate")
-    by_speaker: dict[int, list[int]] = {}
-    for i in sorted(range(len(cache)), key=lambda i: (int(cache.index.val[i]), i)):  # training split first
-        by_speaker.setdefault(int(cache.index.speaker[i]), []).append(i)
+    by_speaker = cache.by_speaker()  # training split first
     speakers = sorted(by_speaker)
     out = []
     for i in chosen[:limit]:
@@ -111,13 +109,12 @@ def recording(cache, i: int) -> np.ndarray | None:
         return None
 
 
-def speak_sentences(model, cfg, text, cache, sentences: list[Sentence], to_wave: ToWave,
-                    seed: int = 0, log=print) -> list[Spoken]:
-    """Each sentence in its reference's voice, as ``synthesize`` speaks (:mod:`myxtts.speak`),
-    one at a time: ``seconds_taken`` is each sentence's own latency."""
-    return speak(model, cfg, text, [s.text for s in sentences],
-                 [reference_from_cache(cache, s.ref, cfg) for s in sentences], to_wave, seed,
-                 say=log)
+def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0, log=print) -> list[Spoken]:
+    """Each sentence in its reference's voice, as ``synthesize`` speaks (``synth``: a
+    :class:`myxtts.infer.Synthesizer`), one at a time: ``seconds_taken`` is each sentence's own
+    latency."""
+    return synth.speak([s.text for s in sentences], [reference_from_cache(cache, s.ref, synth.cfg) for s in sentences],
+                       seed=seed, say=log)
 
 
 class Listener:
@@ -154,16 +151,19 @@ def _trained_references(cache, trained_voices: list[str] | None) -> dict[str, in
             if cache.speakers[s] in (trained_voices or ())}
 
 
-def evaluate(model, cfg, text, cache, sentences: list[Sentence], vocode: ToWave, listener: Listener,
+def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
              *, ground_truth: bool = True, seed: int = 0, log=print,
              trained_voices: list[str] | None = None) -> Result:
-    """Speak ``sentences`` and score them; ``ground_truth`` also scores the recordings and copy
-    synthesis (they do not change during training, so periodic evaluation does it once).
-    ``trained_voices``: the voices the model trained on (:func:`myxtts.models.checkpoint.
-    trained_voices`; None: not known); sentences of other voices are scored as zero-shot clones."""
+    """Speak ``sentences`` with ``synth`` (a :class:`myxtts.infer.Synthesizer`, loaded, or
+    :meth:`~myxtts.infer.Synthesizer.of` a model in training) and score them; ``ground_truth``
+    also scores the recordings and copy synthesis (they do not change during training, so
+    periodic evaluation does it once). ``trained_voices``: the voices the model trained on
+    (:func:`myxtts.models.checkpoint.trained_voices`; None: not known); sentences of other
+    voices are scored as zero-shot clones."""
+    cfg, vocode = synth.cfg, synth.to_wave
     sr = cfg.audio.sample_rate
     trained = _trained_references(cache, trained_voices)
-    spoken = speak_sentences(model, cfg, text, cache, sentences, vocode, seed, log)
+    spoken = speak_sentences(synth, cache, sentences, seed, log)
     recs = [recording(cache, s.index) for s in sentences] if ground_truth else [None] * len(sentences)
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
                          dtype=np.float32) for s in sentences] if ground_truth else [None] * len(sentences)

@@ -14,6 +14,7 @@ import torch
 from myxtts import vocode
 from myxtts.evaluate import require
 from myxtts.evaluate.evaluation import FIGURES, Listener, evaluate, plan
+from myxtts.infer import Synthesizer
 from myxtts.text import TextProcessor
 
 SENTENCES = 8  # held-out sentences per evaluation: enough for a WER trend, cheap on a CPU
@@ -41,8 +42,8 @@ class TrainingEval:
                 self.listener = Listener(self.asr_model, threads=torch.get_num_threads())
             to_wave = vocode.load(self.cfg.audio, checkpoint=self.run, device=device)
             first = to_wave.name != self.scored_with
-            result = evaluate(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), cache,
-                              plan(cache, self.n), to_wave, self.listener, ground_truth=first,
+            synth = Synthesizer.of(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), to_wave)
+            result = evaluate(synth, cache, plan(cache, self.n), self.listener, ground_truth=first,
                               trained_voices=cache.voices("train"),
                               log=lambda _: None)
         self.scored_with = to_wave.name

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from html import escape
 from pathlib import Path
 
 import numpy as np
 
-from myxtts import audio
+from myxtts import audio, files
 from myxtts.evaluate.evaluation import FIGURES, OF, Result
 from myxtts.observe.format import MISSING
 from myxtts.observe.report import CSS
@@ -62,7 +61,7 @@ def write_audio(out: Path, result: Result, sample_rate: int) -> None:
 
 
 def write_json(path: Path, summary: dict, rows: list[dict]) -> None:
-    path.write_text(json.dumps({**summary, "per_sentence": rows}, indent=1, default=str))
+    files.write_json(path, {**summary, "per_sentence": rows}, default=str)
 
 
 def _png(img: np.ndarray, xlabel: str, ylabel: str, title: str) -> str | None:
@@ -147,5 +146,5 @@ def write_report(out: Path, result: Result, meta: dict, sample_rate: int) -> dic
     write_audio(out, result, sample_rate)
     paths = {"json": out / "eval.json", "html": out / "eval.html"}
     write_json(paths["json"], {**meta, **result.summary}, result.rows)
-    paths["html"].write_text(render(result, meta), encoding="utf-8")
+    files.write_text(paths["html"], render(result, meta))
     return paths

@@ -13,20 +13,10 @@ from myxtts.evaluate import require
 from myxtts.evaluate.evaluation import Listener, evaluate, plan
 from myxtts.evaluate.report import write_report
 from myxtts.models.checkpoint import trained_voices
+from myxtts.rundir import default_cache
 
 # mel features an acoustic model and a cache must share to be evaluated together
 MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
-
-
-def default_data(checkpoint: str | Path) -> Path:
-    """The cache next to a ``myxtts demo`` run (DEMO_OUT/run beside DEMO_OUT/cache), if any."""
-    p = Path(checkpoint)
-    run = p if p.is_dir() else p.parent
-    for cand in (run.parent / "cache", run.parent.parent / "cache", run.parent.parent.parent / "cache"):
-        if (cand / "meta.json").is_file():
-            return cand
-    raise UserError("--data CACHE is needed: the held-out sentences come from the cache the model "
-                    "was trained on (written by `myxtts prepare`)")
 
 
 def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
@@ -39,7 +29,7 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
     if limit is not None and limit < 1:
         raise UserError("--limit must be at least 1")
     synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
-    data = Path(data) if data is not None else default_data(checkpoint)
+    data = Path(data) if data is not None else default_cache(checkpoint)
     cache = Cache(data)
     diff = [f"audio.{k}: {getattr(cache.audio_cfg, k)} in the cache, {getattr(synth.cfg.audio, k)} "
             "in the model" for k in MEL_KEYS if getattr(cache.audio_cfg, k) != getattr(synth.cfg.audio, k)]
@@ -50,7 +40,7 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
     log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}, "
         f"mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
-    result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences, synth.to_wave, listener,
+    result = evaluate(synth, cache, sentences, listener,
                       seed=seed, log=log, trained_voices=trained_voices(synth.meta))
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
             "split": split, "vocoder": synth.to_wave.name,

@@ -8,10 +8,9 @@ for a voice of several speakers. Inside the graph:
    Piper's EOS becomes the model's end of sentence; the pads, BOS and the phonemes read as
    nothing are dropped), the kept ones moved to the front of their row by a sort, so rows of a
    batch may differ;
-2. the text encoder, the duration predictor and the mel decoder run as
-   :meth:`myxtts.models.duration_decoder.DurationDecoder.generate` runs them, the frame count
-   kept a tensor instead of the host integer that method reads; the durations are scaled by
-   ``length_scale`` before rounding (1 gives exactly what ``myxtts synthesize`` speaks);
+2. the text encoder and :meth:`myxtts.models.duration_decoder.DurationDecoder.decode_at_pace`,
+   the tensor-only pass ``generate`` runs too: ``length_scale`` is the pace a ``speed`` of
+   1 / length_scale gives in ``myxtts synthesize`` and ``serve``, frame for frame;
 3. the voice is a row of a table of reference-encoder latents, one per speaker, computed when
    exporting from each speaker's reference clip (the reference encoder is not in the graph);
 4. the mel, cut to its length as :class:`myxtts.vocode.MelToWave` cuts it, goes through the
@@ -30,9 +29,7 @@ import torch
 from torch import nn
 
 from myxtts import audio
-from myxtts.models.aligner import durations_to_alignment
 from myxtts.models.layers import length_mask
-from myxtts.models.mel_decoder import generated_mel
 from myxtts.text import PAD_ID
 
 
@@ -45,7 +42,6 @@ class PiperGraph(nn.Module):
         super().__init__()
         self.text_encoder, self.decoder, self.vocoder = model.text_encoder, model.decoder, vocoder
         self.max_frames = model.cfg.max_decoder_steps * model.cfg.reduction
-        self.r = model.cfg.reduction
         self.min_frames, self.hop = min_frames, hop
         self.register_buffer("latents", latents)
         self.register_buffer("id_to_token", id_to_token)
@@ -69,15 +65,7 @@ class PiperGraph(nn.Module):
         tokens, token_lens, order = self.tokens(ids, lengths)
         text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
         lat = self.latents[sid] if sid is not None else self.latents[:1].expand(ids.shape[0], -1, -1)  # (B, K, d)
-        # DurationDecoder.generate, with the predicted frames scaled by length_scale; exp - 1 for
-        # its expm1, which ONNX lacks (they differ by float rounding, far from a half frame).
-        frames = ((torch.exp(self.decoder.log_durations(text, lat, text_mask)) - 1) * scales[1]).round()
-        dur = frames.clamp(min=1).long() * text_mask  # (B, Tt): every token spoken
-        lens = dur.sum(dim=1).clamp(max=self.max_frames)  # (B,)
-        n = torch.div(lens.max() + self.r - 1, self.r, rounding_mode="floor") * self.r  # frames, a multiple of r
-        align = durations_to_alignment(dur, n)  # (B, T, Tt)
-        _, post = self.decoder._decode(align, text, lat, lens)  # (B, T, M) normalised
-        mel = generated_mel(post, length_mask(lens, n))  # (B, T, M) raw log-mel, silence past lens
+        mel, lens, dur, _ = self.decoder.decode_at_pace(text, lat, text_mask, scales[1], self.max_frames)
         # As MelToWave: the mel cut to its length, padded with silence to the frames the
         # vocoder's STFT framing needs at least.
         t = lens.max()

@@ -1,18 +1,18 @@
 """A run → a Piper voice: ``NAME.onnx`` and ``NAME.onnx.json`` (``myxtts export --format piper``).
 
-What goes in: the weights :func:`myxtts.models.checkpoint.choose_weights` picks (the lowest
+What goes in: the weights :meth:`myxtts.rundir.RunDir.choose_weights` picks (the lowest
 held-out WER of the periodic evaluation where it ran), the run's own trained vocoder (a run
-without one is refused: Griffin-Lim has no place in a graph), and the voices: every speaker of
-the cache the run trained on (``--data``), each from the reference the evaluation gives it (its
-first training utterance), and each ``--voice NAME=FOLDER`` from the first clip of its folder,
-conditioned as ``myxtts synthesize --reference`` conditions a clip. Without either, the voice is
-the model's neutral voice.
+without one is refused: Griffin-Lim has no place in a graph), and the voices, made as
+``myxtts serve`` makes them (:mod:`myxtts.voice`): every speaker of the cache the run trained on
+(``--data``), each from its first utterance, and each ``--voice NAME=FOLDER`` from all the clips
+of its folder. Without either, the voice is the model's neutral voice.
 
-After writing, the graph is run once in onnxruntime on a sentence and compared with
-:func:`myxtts.speak.speak` on the same text and voice; the figures are printed and returned.
+After writing, the graph is run in onnxruntime on a sentence at three paces and compared with
+:func:`myxtts.speak.speak` on the same text, voice and pace; the figures are printed and returned.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -27,22 +27,18 @@ from myxtts.export import voice_json
 from myxtts.export.graph import PiperGraph
 from myxtts.export.istft import ExportableVocoder
 from myxtts.export.phonemes import PhonemeMap, build, coverage
-from myxtts.models.checkpoint import choose_weights, load_model, run_of
-from myxtts.text import TextProcessor, Vocabulary
+from myxtts.files import atomic_write
+from myxtts.infer import Synthesizer
+from myxtts.rundir import RunDir
+from myxtts.text import Vocabulary
+from myxtts.voice import CLIP_SUFFIXES, Voice, cache_voices, clips, from_folder, neutral
 
 OPSET = 17
 INPUTS = ["input", "input_lengths", "scales"]  # + "sid" for several speakers
 OUTPUTS = ["output", "durations", "mel"]
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 CHECK_SENTENCE = "This is how the exported voice sounds."
 INSTALL_HINT = "pip install 'myxtts[export]'"
-
-
-@dataclass
-class Voice:
-    name: str
-    reference: speak.Reference
-    source: str  # where it came from, for the report
+PACES = (0.8, 1.0, 1.25)  # length scales the export is checked at: slower, as trained, faster
 
 
 @dataclass
@@ -53,52 +49,55 @@ class Exported:
     weights: Path
     why: str
     coverage: str  # the coverage line, or why it was not measured
-    mel_mae: float  # ONNX against PyTorch on CHECK_SENTENCE, first voice
+    mel_mae: float  # ONNX against PyTorch on CHECK_SENTENCE, first voice, the worst of PACES
     wav_max_diff: float
 
 
 def parse_voice(arg: str) -> tuple[str, Path]:
-    """``NAME=FOLDER`` → (name, the folder's first sound file, the voice's reference), checked."""
+    """``NAME=FOLDER`` → (name, folder), checked: the folder holds sound files."""
     name, sep, folder = arg.partition("=")
     if not sep or not folder:
         raise UserError(f"--voice {arg}: give NAME=FOLDER (a folder of reference clips)")
     name, path = voice_json.check_name(name), Path(folder)
     if not path.is_dir():
         raise UserError(f"--voice {name}={folder}: no such folder")
-    clips = sorted(p for p in path.iterdir() if p.suffix.lower() in AUDIO_SUFFIXES)
-    if not clips:
+    if not clips(path):
         raise UserError(f"--voice {name}={folder}: the folder holds no sound files "
-                        f"({', '.join(AUDIO_SUFFIXES)})")
-    return name, clips[0]
+                        f"({', '.join(CLIP_SUFFIXES)})")
+    return name, path
 
 
-def cache_voices(cache, cfg) -> list[Voice]:
-    """Every speaker of the cache, from its first training utterance (the evaluation's rule)."""
-    return [Voice(voice_json.check_name(cache.speakers[s]), speak.reference_from_cache(cache, i, cfg),
-                  f"{cache.path} {cache.index.id[i]}") for s, i in sorted(cache.first_of_each_speaker().items())]
+def folder_voice(name: str, folder: Path, cfg, say) -> Voice:
+    v = from_folder(name, folder, cfg, say, source=str(folder))
+    if v is None:
+        raise UserError(f"--voice {name}={folder}: no clip of the folder can be used (said above)")
+    return v
 
 
-def load_acoustic(weights: Path, vocoder):
-    model, cfg, symbols, meta = load_model(weights, "cpu")
-    if meta["kind"] != "acoustic":
-        raise UserError(f"{weights} is a {meta['kind']} checkpoint; --checkpoint needs an acoustic model")
+def load_run(checkpoint, vocoder, step: int | None, say) -> Synthesizer:
+    """The run loaded as every command loads it, on the CPU, checked for what a Piper voice needs."""
+    held: list[str] = []  # what loading says waits for the checks: a refused run is one line
+    synth = Synthesizer(checkpoint, vocoder, "cpu", log=held.append, step=step)
+    cfg, weights, to_wave = synth.cfg, synth.weights, synth.to_wave
     if cfg.model.decoder != "duration":
         raise UserError(f"{weights}: a Piper voice needs the duration decoder (model.decoder=duration); "
                         f"this run uses the {cfg.model.decoder} one")
     if cfg.text.mode != "phonemes":
         raise UserError(f"{weights}: a Piper voice reads espeak-ng phonemes; this run was trained on "
                         f"text.mode={cfg.text.mode}")
-    to_wave = vocode.load(cfg.audio, vocoder, weights)
     if to_wave.griffin_lim:
         raise UserError("the run has no trained vocoder, and a Piper voice carries one: train it with "
                         "`myxtts train --stage vocoder --data CACHE --out RUN/vocoder`, or name one with --vocoder")
-    return model, cfg, symbols, meta, to_wave
+    for line in held:
+        say(line)
+    synth.log = say
+    return synth
 
 
 def build_graph(model, cfg, to_wave, latents: torch.Tensor, pmap: PhonemeMap) -> PiperGraph:
     a = cfg.audio
     vocoder = ExportableVocoder(to_wave.vocoder, a.n_fft, a.hop_length).eval()
-    return PiperGraph(model, vocoder, latents, pmap.table(), a.n_fft // a.hop_length + 2,
+    return PiperGraph(model, vocoder, latents, pmap.table(), vocode.min_frames(a),
                       a.hop_length).eval()
 
 
@@ -112,17 +111,10 @@ def write_onnx(graph: PiperGraph, path: Path, speakers: int) -> None:
         args.append(torch.tensor([0]))
         names.append("sid")
         axes["sid"] = {0: "batch"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the tracer's notes on shape arithmetic it records as such
-            torch.onnx.export(graph, tuple(args), str(tmp), input_names=names, output_names=OUTPUTS,
-                              dynamic_axes=axes, opset_version=OPSET, dynamo=False)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_write(path) as tmp, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the tracer's notes on shape arithmetic it records as such
+        torch.onnx.export(graph, tuple(args), str(tmp), input_names=names, output_names=OUTPUTS,
+                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
 
 
 def session(path: Path):
@@ -145,17 +137,22 @@ def run_onnx(sess, ids: list[int], sid: int | None = None, length_scale: float =
     return wav[0, 0], durations[0], mel[0]
 
 
-def parity(sess, model, cfg, text: TextProcessor, pmap: PhonemeMap, voice: Voice, to_wave,
-           multi: bool, sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
-    """ONNX against :func:`speak` on ``sentence`` in ``voice`` → (mel mean absolute error,
-    largest audio difference)."""
-    (spoken,) = speak.speak(model, cfg, text, [sentence], voice.reference, to_wave, say=lambda _: None)
-    ids = pmap.ids_of_tokens(text.encode(sentence, warn=lambda _: None))
-    wav, _, mel = run_onnx(sess, ids, 0 if multi else None)
-    if mel.shape != tuple(spoken.mel.shape):
-        raise RuntimeError(f"the exported graph made {mel.shape[0]} frames where PyTorch made {spoken.mel.shape[0]}")
-    mae = float(np.abs(mel - spoken.mel.numpy()).mean())
-    return mae, float(np.abs(wav - np.clip(spoken.wav, -1, 1)).max())
+def parity(sess, synth: Synthesizer, pmap: PhonemeMap, voice: Voice, multi: bool,
+           sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
+    """ONNX at each of ``PACES`` against :func:`speak` at the same pace (``speed`` =
+    1 / ``length_scale``) on ``sentence`` in ``voice`` → the worst (mel mean absolute error,
+    largest audio difference); frames that differ are an error."""
+    ids = pmap.ids_of_tokens(synth.text.encode(sentence, warn=lambda _: None))
+    worst = (0.0, 0.0)
+    for scale in PACES:
+        (spoken,) = synth.speak([sentence], voice.reference, speed=1.0 / scale, say=lambda _: None)
+        wav, _, mel = run_onnx(sess, ids, 0 if multi else None, length_scale=scale)
+        if mel.shape != tuple(spoken.mel.shape):
+            raise RuntimeError(f"at length_scale {scale:g} the exported graph made {mel.shape[0]} frames "
+                               f"where PyTorch made {spoken.mel.shape[0]}")
+        worst = (max(worst[0], float(np.abs(mel - spoken.mel.numpy()).mean())),
+                 max(worst[1], float(np.abs(wav - np.clip(spoken.wav, -1, 1)).max())))
+    return worst
 
 
 def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, step: int | None = None,
@@ -165,9 +162,9 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     if out.suffix != ".onnx":
         raise UserError(f"--out {out}: a Piper voice is a NAME.onnx file")
     asked = [parse_voice(v) for v in voices]  # before any work: a bad folder is one line at once
-    weights, why = choose_weights(checkpoint, step)
-    model, cfg, symbols, meta, to_wave = load_acoustic(weights, vocoder)
-    say(f"weights: {weights}: {why}")
+    synth = load_run(checkpoint, vocoder, step, say)
+    model, cfg, text, to_wave = synth.model, synth.cfg, synth.text, synth.to_wave
+    symbols = text.vocab.symbols
     say(f"vocoder: {to_wave.name}")
     cache = None
     if data is not None:
@@ -176,25 +173,26 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
         cache = Cache(data)
         if cache.vocab != Vocabulary(symbols):
             raise UserError(f"--data {data}: not the cache this run trained on (another vocabulary)")
-    chosen = (cache_voices(cache, cfg) if cache is not None else []) + \
-        [Voice(name, speak.reference_from_file(clip, cfg, say), str(clip)) for name, clip in asked]
+    chosen = [dataclasses.replace(v, name=voice_json.check_name(v.name), source=f"{cache.path}, {v.source}")
+              for v in cache_voices(cache, cfg)] if cache is not None else []
+    chosen += [folder_voice(name, folder, cfg, say) for name, folder in asked]
     if not chosen:
-        chosen = [Voice("neutral", speak.neutral(cfg), "the neutral voice (no reference)")]
+        chosen = [neutral(cfg)]
     names = [v.name for v in chosen]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise UserError(f"voice name {dup[0]!r} is given twice; each voice needs a name of its own")
     pmap = build(symbols)
-    text = TextProcessor(cfg.text, Vocabulary(symbols))
     latents = torch.stack([speak.with_latents(model, v.reference).latents for v in chosen])  # (S, K, d)
     graph = build_graph(model, cfg, to_wave, latents, pmap)
     write_onnx(graph, out, len(chosen))
     config_path = out.with_name(out.name + ".json")
-    source = {"weights": str(weights), "step": meta["step"], "chosen_because": why}
+    weights, why = synth.weights, synth.why
+    source = {"weights": str(weights), "step": synth.meta["step"], "chosen_because": why}
     voice_json.write(config_path, voice_json.voice_config(
         sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=cfg.text.language,
         phoneme_id_map=pmap.piper_json(), num_symbols=pmap.num_symbols, speakers=names,
-        dataset=(run_of(weights) or weights.parent).name, source=source))
+        dataset=(RunDir.of(weights) or RunDir(weights.parent)).path.name, source=source))
     for i, v in enumerate(chosen):
         say(f"voice {i if len(chosen) > 1 else '-'}: {v.name} ({v.source})")
     if cache is not None:
@@ -204,8 +202,10 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     else:
         line = "phoneme map coverage: not measured (give --data CACHE to measure it on its held-out sentences)"
     say(line)
-    mae, diff = parity(session(out), model, cfg, text, pmap, chosen[0], to_wave, len(chosen) > 1)
-    say(f"checked in onnxruntime against PyTorch: mel mean abs diff {mae:.2e}, audio max diff {diff:.2e}")
+    mae, diff = parity(session(out), synth, pmap, chosen[0], len(chosen) > 1)
+    paces = ", ".join(f"{p:g}" for p in PACES)
+    say(f"checked in onnxruntime against PyTorch at length_scale {paces}: mel mean abs diff {mae:.2e}, "
+        f"audio max diff {diff:.2e}")
     if not math.isfinite(mae):
         raise RuntimeError("the exported graph gives no finite mel")
     return Exported(out, config_path, chosen, weights, why, line, mae, diff)

@@ -9,13 +9,12 @@ defaults, written because its loader expects them; this graph has no noise to sc
 """
 from __future__ import annotations
 
-import json
-import os
 import unicodedata
 from pathlib import Path
 
 from myxtts import __version__
 from myxtts.errors import UserError
+from myxtts.files import write_json
 
 PIPER_VERSION = "1.0.0"  # the voice format's version, as Piper's own exports write it
 NOISE_SCALE, NOISE_W = 0.667, 0.8  # Piper's defaults: read by the graph, and ignored
@@ -65,10 +64,4 @@ def voice_config(*, sample_rate: int, hop_length: int, espeak_voice: str, phonem
 
 def write(path: Path, config: dict) -> None:
     """Atomic, as the model files are: a killed export leaves no half-written voice."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_json(path, config, indent=2)

@@ -11,20 +11,17 @@ everything needed to rebuild the module and use it:
     step            training step, or ""
     myxtts_version  the package version that wrote it
 
-Writes are atomic (temp file in the same directory + fsync + os.replace), so a crash mid-save
-never leaves a truncated checkpoint where a good one was. The file gets the permissions the
-user's umask gives any new file (safetensors itself creates it readable by its owner only).
+Writes are atomic (:func:`myxtts.files.atomic_write`), so a crash mid-save never leaves a
+truncated checkpoint where a good one was.
 Reading uses safetensors alone (no torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
 
-These are model exports (the trainer writes one per checkpoint as
-``RUN/checkpoints/step-XXXXXXXX/model.safetensors``); optimizer and sampler state for resuming
-are the trainer's business.
+These are model exports (the trainer writes one per checkpoint: where they live in a run, and
+which of them speaks for it, is :mod:`myxtts.rundir`'s); optimizer and sampler state for
+resuming are the trainer's business.
 """
 from __future__ import annotations
 
 import json
-import os
-import re
 from pathlib import Path
 
 import yaml
@@ -35,6 +32,8 @@ from torch import nn
 from myxtts import __version__
 from myxtts.config import Config, ConfigError, from_dict, upgrade
 from myxtts.errors import UserError
+from myxtts.files import atomic_write
+from myxtts.rundir import resolve_checkpoint
 
 FORMAT = "myxtts"
 FORMAT_VERSION = 3
@@ -44,8 +43,6 @@ FORMAT_VERSION = 3
 # HiFi-GAN vocoder with the Fourier-head one: vocoder files before it hold another network.
 READABLE = {"acoustic": {"2", "3"}, "vocoder": {"3"}}
 KINDS = ("acoustic", "vocoder")
-_STEP_DIR = re.compile(r"^step-(\d+)$")
-CHECKPOINTS = "checkpoints"  # RUN/checkpoints/step-N/: what makes a folder a training run
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -79,63 +76,9 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
     }
     if speakers is not None:
         meta["speakers"] = json.dumps(list(speakers), ensure_ascii=False)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_write(path) as tmp:
         save_file(state, str(tmp), metadata=meta)
-        os.chmod(tmp, 0o666 & ~current_umask())  # what open() would have given it
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
-
-
-def current_umask() -> int:
-    """This process's umask. Read from /proc on Linux: setting it to read it back (the only
-    portable way) briefly changes it for every thread of the process."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def resolve_checkpoint(run_or_file) -> Path:
-    """A ``.safetensors`` file, or a run directory: its newest
-    ``checkpoints/step-XXXXXXXX/model.safetensors``, else ``RUN/model.safetensors``."""
-    p = Path(run_or_file)
-    if p.is_file():
-        return p
-    if not p.exists():
-        raise UserError(f"checkpoint not found: {p}")
-    steps = []
-    for d in (p / CHECKPOINTS).glob("step-*"):
-        m = _STEP_DIR.match(d.name)
-        if m and (d / "model.safetensors").is_file():
-            steps.append((int(m.group(1)), d / "model.safetensors"))
-    if steps:
-        return max(steps)[1]
-    if (p / "model.safetensors").is_file():
-        return p / "model.safetensors"
-    raise UserError(f"no checkpoint in {p}: expected checkpoints/step-*/model.safetensors "
-                    "or model.safetensors")
-
-
-def run_of(path) -> Path | None:
-    """The training run a model file or checkpoint belongs to: the nearest folder, itself
-    included, that holds a ``checkpoints/`` folder (``RUN``, ``RUN/checkpoints/step-N/``,
-    ``RUN/best/model.safetensors``, ...), as only a run does; None for a file on its own."""
-    p = Path(path).resolve()
-    for folder in [p, *p.parents][:4]:
-        if (folder / CHECKPOINTS).is_dir():
-            return folder
-    return None
 
 
 def read_metadata(path) -> dict:
@@ -222,66 +165,3 @@ def load_model(path, device="cpu"):
     model = build_model(meta["kind"], cfg, len(vocab))
     _load_state(model, path, device)
     return model.to(device).eval(), cfg, vocab, meta
-
-
-METRICS = "metrics.jsonl"  # the run's log (train/log.py): eval_* figures at the steps evaluated
-BEST = "best"  # RUN/best/model.safetensors: the lowest validation loss (train/checkpoint.py)
-
-
-def _step_file(run: Path, step: int) -> Path:
-    return run / CHECKPOINTS / f"step-{step:08d}" / "model.safetensors"
-
-
-def _evaluated(run: Path) -> dict[int, tuple[float, float]]:
-    """Step → (held-out WER, speaker cosine) of the periodic evaluation, for the steps whose
-    weights are still kept; a later line for a step (a resumed run) wins."""
-    out = {}
-    try:
-        lines = (run / METRICS).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return {}
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a crash
-            continue
-        wer = rec.get("eval_wer")
-        if isinstance(wer, (int, float)) and _step_file(run, int(rec["step"])).is_file():
-            out[int(rec["step"])] = (float(wer), float(rec.get("eval_speaker_cosine") or 0.0))
-    return out
-
-
-def choose_weights(run_or_file, step: int | None = None) -> tuple[Path, str]:
-    """The weights a run is spoken with, and why those: ``step`` when given; else, where the
-    periodic evaluation (``train.eval_every``) scored kept checkpoints, the one with the lowest
-    held-out WER (the higher speaker similarity breaking ties), as that is what a listener hears;
-    else ``RUN/best`` (the lowest validation loss); else the newest checkpoint. A model file
-    is itself."""
-    p = Path(run_or_file)
-    if p.is_file():
-        if step is not None:
-            raise UserError(f"--step {step}: {p} is a model file, not a run")
-        return p, "the file given"
-    run = run_of(p) if p.exists() else None
-    if run is None or run != p.resolve():  # a checkpoint folder, or weights outside a run
-        if step is not None:
-            raise UserError(f"--step {step}: {p} is not a run folder (it has no checkpoints/)")
-        weights = resolve_checkpoint(p)
-        return weights, "the folder given" if weights.parent == p else "the newest checkpoint"
-    if step is not None:
-        if not _step_file(run, step).is_file():
-            kept = sorted(int(d.name[5:]) for d in (run / CHECKPOINTS).glob("step-*") if _STEP_DIR.match(d.name))
-            raise UserError(f"--step {step}: {run} keeps no weights of that step (kept: "
-                            f"{', '.join(map(str, kept)) or 'none'})")
-        return _step_file(run, step), f"step {step}, as asked"
-    scored = _evaluated(run)
-    if scored:
-        best = min(scored, key=lambda s: (scored[s][0], -scored[s][1], -s))
-        wer, cos = scored[best]
-        return _step_file(run, best), (f"step {best}: the lowest held-out WER of the periodic evaluation "
-                                       f"({100 * wer:.1f}%, speaker cosine {cos:.3f}) among "
-                                       f"{len(scored)} scored checkpoint(s)")
-    if (run / BEST / "model.safetensors").is_file():
-        return run / BEST / "model.safetensors", ("the lowest validation loss (RUN/best; no periodic "
-                                                  "evaluation scored a kept checkpoint)")
-    return resolve_checkpoint(run), "the newest checkpoint (the run has neither periodic evaluation nor best weights)"

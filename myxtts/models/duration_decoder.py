@@ -117,26 +117,50 @@ class DurationDecoder(nn.Module):
         attn_diag (see models.losses)."""
         return duration_losses(self.cfg, batch, out)
 
+    def decode_at_pace(self, text: torch.Tensor, latents: torch.Tensor, token_mask: torch.Tensor,
+                       length_scale: torch.Tensor, max_frames: int):
+        """The synthesis pass in tensors only, as ``generate`` runs it and the exported graph
+        (myxtts.export.graph) records it: text (B, Tt, d), latents (B, K, d), token_mask (B, Tt),
+        length_scale a 0-dim float tensor (see :func:`frames_at_pace`) → normalised mel_post
+        (B, T, M) with LOG_SILENCE past each length (raw log-mel), lens (B,) capped at
+        ``max_frames``, dur (B, Tt) frames per token and the alignment (B, T, Tt); T is a
+        multiple of r, kept a tensor so a trace records it as arithmetic."""
+        dur = frames_at_pace(self.log_durations(text, latents, token_mask), token_mask, length_scale)
+        lens = dur.sum(dim=1).clamp(max=max_frames)  # (B,)
+        n = torch.div(lens.max() + self.r - 1, self.r, rounding_mode="floor") * self.r  # frames
+        align = durations_to_alignment(dur, n)  # (B, T, Tt)
+        _, post = self._decode(align, text, latents, lens)  # (B, T, M) normalised
+        return generated_mel(post, length_mask(lens, n)), lens, dur, align
+
     @torch.no_grad()
     def generate(self, memory: torch.Tensor, mem_mask: torch.Tensor, token_lens: torch.Tensor,
                  n_text: int, max_steps: int, stop_threshold: float,
                  generator: torch.Generator | None = None, speed: float = 1.0):
-        """Synthesis of a batch, each sentence as long as its predicted durations (divided by
-        ``speed``: 2 speaks twice as fast). memory
+        """Synthesis of a batch, each sentence as long as its predicted durations at ``speed``
+        (2 speaks twice as fast: a length scale of 1/2, see :func:`frames_at_pace`). memory
         (B, Tt+K, d) = [text (n_text) ; latents], mem_mask (B, Tt+K) → mels (B, T, M) raw
         log-mel with LOG_SILENCE past each length, T a multiple of r; lengths (B,) in frames,
         capped at max_steps * r; alignment at the step rate (B, T/r, n_text). ``token_lens``,
         ``stop_threshold`` and ``generator`` go unused: the mask carries the lengths, and
         nothing here stops or samples."""
         text, latents = memory[:, :n_text], memory[:, n_text:]
-        token_mask = mem_mask[:, :n_text]  # (B, Tt)
-        frames = torch.expm1(self.log_durations(text, latents, token_mask)).round().clamp(min=1)
-        if speed != 1.0:  # every token spoken at least a frame, then scaled (and still a frame)
-            frames = (frames / speed).round().clamp(min=1)
-        dur = frames.long() * token_mask  # (B, Tt): every token spoken
-        lens = dur.sum(dim=1).clamp(max=max_steps * self.r)  # (B,)
-        n = -(-int(lens.max()) // self.r) * self.r  # one host sync per batch
-        align = durations_to_alignment(dur, n)  # (B, T, Tt)
-        _, post = self._decode(align, text, latents, lens)  # (B, T, M) normalised
-        mels = generated_mel(post, length_mask(lens, n))  # (B, T, M)
+        mels, lens, _, align = self.decode_at_pace(text, latents, mem_mask[:, :n_text],
+                                                   length_scale_of(speed), max_steps * self.r)
         return mels, lens, align[:, self.r - 1::self.r]
+
+
+def length_scale_of(speed: float) -> torch.Tensor:
+    """A speed (2: twice as fast) → the length scale (0-dim float32) Piper's ``scales`` carries
+    for the same pace, so a served ``speed`` and an exported ``length_scale`` round alike."""
+    return torch.tensor(1.0 / speed, dtype=torch.float32)
+
+
+def frames_at_pace(log_dur: torch.Tensor, token_mask: torch.Tensor, length_scale: torch.Tensor) -> torch.Tensor:
+    """Predicted log(1 + frames) (B, Tt) → whole frames per token (B, Tt) long, 0 past
+    ``token_mask``: each token's prediction rounded and at least a frame, then times
+    ``length_scale`` (> 1 slower) rounded again and still at least a frame, so every token is
+    spoken at every pace and a scale of 1 changes nothing. Tensors only: ONNX has no expm1, so an
+    export records exp - 1 (they differ by float rounding, far from a half frame)."""
+    pred = torch.exp(log_dur) - 1 if torch.onnx.is_in_onnx_export() else torch.expm1(log_dur)
+    frames = (pred.round().clamp(min=1) * length_scale).round().clamp(min=1)
+    return frames.long() * token_mask  # (B, Tt)

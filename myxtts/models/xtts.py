@@ -57,6 +57,9 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
 class XTTS(nn.Module):
     def __init__(self, cfg: ModelConfig, n_vocab: int, n_mels: int):
         super().__init__()
+        if cfg.speaker_embedding not in ("none", "ge2e"):  # auto resolves before a model is built
+            raise ValueError(f"model.speaker_embedding={cfg.speaker_embedding!r}: resolve it first "
+                             "(myxtts.speaker.resolve_setting)")
         self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
         self.text_encoder = TextEncoder(cfg, n_vocab)
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from myxtts.files import write_text
 from myxtts.observe import svg
 from myxtts.observe.diagnose import (
     INPUT_BOUND_HIGH_PCT,
@@ -266,7 +267,4 @@ def render(m: Measured, diag: Diagnosis | None = None, **page) -> str:
 
 
 def write_report(path: str | Path, m: Measured, diag: Diagnosis | None = None, **page) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(m, diag, **page), encoding="utf-8")
-    return path
+    return write_text(path, render(m, diag, **page))

@@ -14,8 +14,8 @@ def build(checkpoint, vocoder=None, device=None, data=None, voices_dir=None, max
           max_jobs: int = 64, log=print, step: int | None = None):
     """Load the model, its vocoder and the voices once; start the engine → (engine, voices)."""
     from myxtts.errors import UserError
-    from myxtts.evaluate.suite import default_data
     from myxtts.infer import Synthesizer
+    from myxtts.rundir import default_cache
     from myxtts.serve.engine import Engine
     from myxtts.serve.voices import load_voices
     from myxtts.vocode import GRIFFIN_LIM_NOTE
@@ -23,9 +23,9 @@ def build(checkpoint, vocoder=None, device=None, data=None, voices_dir=None, max
     synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
     if data is None:
         try:
-            data = default_data(checkpoint)  # the cache beside a demo run
+            data = default_cache(checkpoint)  # the one the run recorded when training started
         except UserError:
-            log("note: no --data cache given or beside the run: no training speakers, only "
+            log("note: no --data cache given or recorded by the run: no training speakers, only "
                 "--voices and neutral")
     voices = load_voices(synth.model, synth.cfg, Path(data) if data is not None else None,
                          Path(voices_dir) if voices_dir is not None else None, log)

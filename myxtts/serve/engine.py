@@ -1,11 +1,13 @@
 """One engine for every request: sentences of all requests in flight are decoded together.
 
 A request is a :class:`Job`: a voice, a speed and its sentences (all at once, or, for streamed
-text, as they arrive). One worker thread loops:
+text, as they arrive), each read into token ids once, when it is checked on arrival
+(:meth:`Engine.sentences`). One worker thread loops:
 
 1. every job whose previous sentence has been sent whole and that has another one gives it; these
-   sentences are spoken together through :func:`myxtts.speak.speak`, which sorts them by length
-   and decodes up to ``max_batch`` at a time (1: no batching, each sentence decoded alone);
+   sentences are spoken together through the run's :meth:`myxtts.infer.Synthesizer.speak`, which
+   sorts them by length and decodes up to ``max_batch`` at a time (1: no batching, each sentence
+   decoded alone);
 2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
    the pieces of all jobs vocoded together where their windows are of one length: the first
    piece of a request is short, so new requests hear something at once, and no request waits
@@ -30,7 +32,6 @@ import numpy as np
 from myxtts.errors import UserError
 from myxtts.infer import PAUSE_SECONDS
 from myxtts.serve import pieces, timings
-from myxtts.speak import speak
 from myxtts.text import echo
 
 SENTENCE_DONE = re.compile(r"[.!?]+[\"')\]]*\s")  # the end of a sentence in text still arriving
@@ -38,6 +39,12 @@ SENTENCE_DONE = re.compile(r"[.!?]+[\"')\]]*\s")  # the end of a sentence in tex
 
 class Busy(Exception):
     """More requests in flight than the engine takes."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str  # normalised
+    ids: tuple[int, ...]  # the tokens it is read as, end of sentence included
 
 
 @dataclass
@@ -49,11 +56,11 @@ class Event:
 
 
 class Job:
-    def __init__(self, engine: Engine, voice, speed: float, sentences: list[str], more: bool, chars: int):
+    def __init__(self, engine: Engine, voice, speed: float, sentences: list[Sentence], more: bool, chars: int):
         self.engine, self.voice, self.speed, self.chars = engine, voice, speed, chars
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue[Event] = asyncio.Queue()
-        self.pending: deque[str] = deque(sentences)
+        self.pending: deque[Sentence] = deque(sentences)
         self.more = more  # sentences may still be added (streamed text)
         self.active = None  # the pieces of the sentence being sent
         self.spoken = 0  # sentences begun
@@ -61,7 +68,7 @@ class Job:
         self.cancelled = self.finished = self.failed = False
         self.t0, self.first_audio = time.perf_counter(), None
 
-    def add(self, sentences: list[str], last: bool = False) -> None:
+    def add(self, sentences: list[Sentence], last: bool = False) -> None:
         """More sentences of streamed text; ``last``: no more will come."""
         with self.engine.cond:
             self.pending.extend(sentences)
@@ -88,8 +95,8 @@ class Engine:
         self.sample_rate, self.hop, self.r = cfg.audio.sample_rate, cfg.audio.hop_length, cfg.model.reduction
         self.pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / self.hop) * self.hop, np.float32)
         self.cond = threading.Condition()
-        # espeak-ng (the phonemizer) is not thread-safe: requests checking their text and the
-        # worker speaking take turns
+        # espeak-ng (the phonemizer) is not thread-safe: requests reading their text take turns;
+        # the worker reads no text (the sentences come encoded), so decoding needs no turn
         self.text_lock = threading.Lock()
         self.jobs: list[Job] = []
         self.stopping = False
@@ -97,16 +104,15 @@ class Engine:
         self.thread.start()
 
     # ------------------------------------------------------------------------ requests
-    def sentences(self, text: str, field_name: str = "input") -> list[str]:
-        """Text → the sentences to speak, each one the model can read; a :class:`UserError` if
-        there is nothing speakable. Sentences of punctuation alone are left out."""
+    def sentences(self, text: str, field_name: str = "input") -> list[Sentence]:
+        """Text → the sentences to speak, each read into the tokens the model speaks (once: a
+        :class:`UserError` for what it cannot read), or if there is nothing speakable.
+        Sentences of punctuation alone are left out."""
         out = []
         with self.text_lock:
             for s in self.synth.sentences(text):
-                if not any(c.isalnum() for c in s):
-                    continue
-                self.synth.text.encode(s, warn=lambda m: None, normalized=True)  # raises what it cannot read
-                out.append(s)
+                if any(c.isalnum() for c in s):
+                    out.append(Sentence(s, tuple(self.synth.text.encode(s, warn=lambda m: None, normalized=True))))
         if not out:
             raise UserError(f"{field_name} has nothing speakable: {echo(text)}")
         return out
@@ -116,7 +122,7 @@ class Engine:
         ends = [m.end() for m in SENTENCE_DONE.finditer(text)]
         return ends[-1] if ends else 0
 
-    def submit(self, voice, speed: float, sentences: list[str], more: bool = False, chars: int = 0) -> Job:
+    def submit(self, voice, speed: float, sentences: list[Sentence], more: bool = False, chars: int = 0) -> Job:
         """Called from the request's event loop."""
         with self.cond:
             if len(self.jobs) >= self.max_jobs:
@@ -170,26 +176,25 @@ class Engine:
         self.log(f"{how}: voice {job.voice.name}, {job.chars} characters, "
                  f"{job.samples / self.sample_rate:.2f} s of audio, first audio after {first}")
 
-    def _speak(self, starting: list[tuple[Job, str]]) -> None:
+    def _speak(self, starting: list[tuple[Job, Sentence]]) -> None:
         """Speak the first sentence waiting in each of these jobs, batched by speed and length."""
         s = self.synth
         for speed in sorted({j.speed for j, _ in starting}):
             group = [(j, t) for j, t in starting if j.speed == speed]
-            try:
-                with self.text_lock:
-                    spoken = speak(s.model, s.cfg, s.text, [t for _, t in group],
-                                   [j.voice.reference for j, _ in group], None, batch_size=self.max_batch,
-                                   normalized=True, say=lambda m: None, speed=speed)
+            try:  # no text is read here: requests go on checking theirs while this decodes
+                spoken = s.speak([t.text for _, t in group], [j.voice.reference for j, _ in group],
+                                 speed=speed, batch_size=self.max_batch, normalized=True, vocode=False,
+                                 encoded=[t.ids for _, t in group], say=lambda m: None)
             except Exception as e:  # one bad batch must not stop the server
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:
                     self._fail(j)
                 continue
-            for (j, text), sp in zip(group, spoken):
+            for (j, sentence), sp in zip(group, spoken):
                 if j.spoken:
                     self._send(j, self.pause)
                 symbols = [s.text.vocab.symbols[i] for i in sp.ids]
-                j.emit(Event("words", words=timings.words(text, symbols, sp.attn, sp.mel.shape[0], self.r,
+                j.emit(Event("words", words=timings.words(sentence.text, symbols, sp.attn, sp.mel.shape[0], self.r,
                                                           self.hop / self.sample_rate, j.samples / self.sample_rate)))
                 # only a request's first sentence starts with a short piece: by a later one, the
                 # client has audio to play, and a full piece wastes less of its window on context

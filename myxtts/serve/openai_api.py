@@ -1,12 +1,9 @@
 """The OpenAI speech API over HTTP (FastAPI): ``POST /v1/audio/speech`` and friends.
 
-Fields as the API defines them: ``model`` (any name: this server has one model), ``input`` (1 to
-4,096 characters), ``voice`` (a name from ``GET /v1/audio/voices``, or ``{"id": name}``),
-``response_format`` (:mod:`myxtts.serve.encode`; default mp3), ``speed`` (0.25 to 4.0, dividing
-the predicted durations), ``stream_format`` (``audio``, or ``sse``: ``speech.audio.delta`` events
-carrying base64 pcm, ``speech.word`` events with each word's start and end, then
-``speech.audio.done``). One field of our own: ``word_timestamps: true`` answers JSON, the audio
-(base64) beside its words.
+The request's fields, types and ranges are declared in :class:`myxtts.serve.request.SpeechRequest`
+as the API defines them; ``stream_format: sse`` sends ``speech.audio.delta`` events carrying
+base64 pcm, ``speech.word`` events with each word's start and end, then ``speech.audio.done``,
+and our own ``word_timestamps: true`` answers JSON, the audio (base64) beside its words.
 
 ``pcm`` streams as it is made; the other formats are sent whole (see encode). Every bad request is
 a 4xx in the API's error shape, naming the field (``param``); the server never reads a path from
@@ -26,21 +23,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from myxtts.errors import UserError
 from myxtts.serve import encode
 from myxtts.serve.engine import Busy, Engine
+from myxtts.serve.request import MODEL_ID, BadRequest, parse
 
-MAX_INPUT = 4096
-SPEED_RANGE = (0.25, 4.0)
-STREAM_FORMATS = ("audio", "sse")
-FIELDS = {"model", "input", "voice", "response_format", "speed", "stream_format", "instructions",
-          "word_timestamps"}
 RETRY_AFTER_S = 1
-MODEL_ID = "myxtts"
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, param: str | None, code: str = "invalid_value", status: int = 400,
-                 kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.param, self.code, self.status, self.kind = param, code, status, kind
 
 
 def error(message: str, param: str | None, code: str, status: int, kind: str = "invalid_request_error",
@@ -48,65 +33,6 @@ def error(message: str, param: str | None, code: str, status: int, kind: str = "
     """The API's error shape."""
     return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
                         status_code=status, headers=headers)
-
-
-def parse(body: bytes, voices) -> dict:
-    """The request body → checked fields, or :class:`BadRequest` naming the first bad one."""
-    try:
-        req = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadRequest(f"the body is not valid JSON ({e})", "body", "invalid_json") from None
-    if not isinstance(req, dict):
-        raise BadRequest("the body must be a JSON object", "body", "invalid_json")
-    unknown = sorted(set(req) - FIELDS)
-    if unknown:
-        raise BadRequest(f"unrecognised field {unknown[0]!r}; this API takes {', '.join(sorted(FIELDS))}",
-                         unknown[0], "unknown_parameter")
-    if "model" in req and not isinstance(req["model"], str):
-        raise BadRequest("model must be a string", "model", "invalid_type")
-    text = req.get("input")
-    if not isinstance(text, str):
-        raise BadRequest("input is required, a string of text to speak", "input",
-                         "missing_required_parameter" if text is None else "invalid_type")
-    if not text.strip():
-        raise BadRequest("input is empty", "input", "empty_input")
-    if len(text) > MAX_INPUT:
-        raise BadRequest(f"input is {len(text)} characters; the most is {MAX_INPUT}", "input",
-                         "string_above_max_length")
-    voice = req.get("voice")
-    if isinstance(voice, dict):
-        voice = voice.get("id")
-    if voice is None:
-        raise BadRequest(f"voice is required; one of: {', '.join(voices.names)}", "voice", "missing_required_parameter")
-    if voice not in voices:
-        shown = voice if isinstance(voice, str) and len(voice) <= 64 else "that voice"
-        raise BadRequest(f"unknown voice {shown!r}; this server has: {', '.join(voices.names)}", "voice")
-    stream_format = req.get("stream_format", "audio")
-    if stream_format not in STREAM_FORMATS:
-        raise BadRequest(f"stream_format must be one of {', '.join(STREAM_FORMATS)}", "stream_format")
-    fmt = req.get("response_format", "pcm" if stream_format == "sse" else "mp3")
-    if fmt not in encode.FORMATS:
-        raise BadRequest(f"response_format must be one of {', '.join(encode.FORMATS)}", "response_format")
-    if fmt not in encode.SUPPORTED:
-        raise BadRequest(f"response_format {fmt} is not supported here; use one of {', '.join(encode.SUPPORTED)}",
-                         "response_format", "unsupported_value")
-    if stream_format == "sse" and fmt != "pcm":
-        raise BadRequest("stream_format sse sends pcm pieces; ask for response_format pcm", "response_format",
-                         "unsupported_value")
-    speed = req.get("speed", 1.0)
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)):
-        raise BadRequest("speed must be a number", "speed", "invalid_type")
-    if not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
-        raise BadRequest(f"speed {speed} is out of range: {SPEED_RANGE[0]} to {SPEED_RANGE[1]}", "speed")
-    if req.get("instructions"):
-        raise BadRequest("this model takes no instructions", "instructions", "unsupported_value")
-    timed = req.get("word_timestamps", False)
-    if not isinstance(timed, bool):
-        raise BadRequest("word_timestamps must be true or false", "word_timestamps", "invalid_type")
-    if timed and stream_format == "sse":
-        raise BadRequest("stream_format sse sends the words as events already", "word_timestamps")
-    return {"input": text, "voice": voices[voice], "format": fmt, "speed": float(speed),
-            "sse": stream_format == "sse", "timed": timed}
 
 
 def sse(obj: dict) -> bytes:
@@ -143,23 +69,20 @@ def create_app(engine: Engine, voices, api_key: str | None = None, log=print) ->
     @app.post("/v1/audio/speech")
     async def speech(request: Request):
         try:
-            req = parse(await request.body(), voices)
-            if req["speed"] != 1.0 and decoder != "duration":
-                raise BadRequest(f"this model (model.decoder={decoder}) has no durations to scale: speed must be 1",
-                                 "speed", "unsupported_value")
-            sentences = await asyncio.to_thread(engine.sentences, req["input"])  # phonemizes: off the loop
+            req = parse(await request.body(), voices, decoder)
+            sentences = await asyncio.to_thread(engine.sentences, req.input)  # phonemizes: off the loop
         except BadRequest as e:
             return error(str(e), e.param, e.code, e.status, e.kind)
         except UserError as e:
             return error(str(e), "input", "unspeakable_input", 400)
         try:
-            job = engine.submit(req["voice"], req["speed"], sentences, chars=len(req["input"]))
+            job = engine.submit(req.voice, req.speed, sentences, chars=len(req.input))
         except Busy as e:
             return error(f"the server is busy ({e}); try again shortly", None, "server_busy", 503, "server_error",
                          {"Retry-After": str(RETRY_AFTER_S)})
-        if req["sse"]:
-            return StreamingResponse(_sse(job, sr, len(req["input"])), media_type="text/event-stream")
-        if req["format"] == "pcm" and not req["timed"]:
+        if req.sse:
+            return StreamingResponse(_sse(job, sr, len(req.input)), media_type="text/event-stream")
+        if req.format == "pcm" and not req.timed:
             return StreamingResponse(_pcm(job, sr), media_type=encode.CONTENT_TYPES["pcm"])
         try:
             wav, words, failed = await _whole(job)
@@ -167,12 +90,12 @@ def create_app(engine: Engine, voices, api_key: str | None = None, log=print) ->
             job.cancel()  # a no-op once done; stops the work of a client that left mid-way
         if failed:
             return error(failed, "input", "synthesis_failed", 500, "server_error")
-        data = await asyncio.to_thread(encode.encode, wav, sr, req["format"])  # off the loop the streams share
-        if req["timed"]:
-            return {"audio": base64.b64encode(data).decode(), "response_format": req["format"],
-                    "sample_rate": encode.rate_of(req["format"], sr), "seconds": round(wav.size / sr, 3),
+        data = await asyncio.to_thread(encode.encode, wav, sr, req.format)  # off the loop the streams share
+        if req.timed:
+            return {"audio": base64.b64encode(data).decode(), "response_format": req.format,
+                    "sample_rate": encode.rate_of(req.format, sr), "seconds": round(wav.size / sr, 3),
                     "words": [w.to_dict() for w in words]}
-        return Response(data, media_type=encode.CONTENT_TYPES[req["format"]])
+        return Response(data, media_type=encode.CONTENT_TYPES[req.format])
 
     return app
 

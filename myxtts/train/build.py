@@ -24,6 +24,7 @@ from myxtts.errors import UserError
 from myxtts.models.monotonic import run_on_host
 from myxtts.models.vocoder import build_generator
 from myxtts.models.xtts import XTTS
+from myxtts.speaker import resolve_setting
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
 from myxtts.train.batches import Batches
@@ -126,7 +127,7 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
 def speaker_embeddings(cfg: Config, data, info: DistInfo) -> None:
     """A ``model.speaker_embedding=ge2e`` run's cache embeddings, computed where missing by rank 0
     while the others wait, before anything sizes or builds a run (whose loaders then read them)."""
-    if cfg.model.speaker_embedding != "ge2e":
+    if resolve_setting(cfg.model.speaker_embedding) != "ge2e":
         return
     if info.is_main:
         embeddings.ensure(Cache(data, expect=cfg), workers=usable_cpus())
@@ -148,6 +149,12 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     info = info or DistInfo()
     device = pick_device(info.local_rank)
     notes: list[str] = []
+    # model.speaker_embedding=auto: resolved once, before anything builds a model, and kept
+    embedding = (saved.speaker_embedding if saved is not None else None) or resolve_setting(cfg.model.speaker_embedding)
+    if cfg.model.speaker_embedding == "auto" and saved is None:
+        notes.append(f"model.speaker_embedding auto: {embedding} (the GE2E encoder's weights are "
+                     f"{'installed' if embedding == 'ge2e' else 'not installed: pip install resemblyzer'})")
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, speaker_embedding=embedding))
     if saved is not None:
         budget, max_batch, lr = saved.frame_budget, saved.max_batch_size, saved.lr
         notes.append(f"batches and learning rate as planned when this run started (data.frame_budget "
@@ -173,7 +180,7 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     return Plan(device=str(device), device_name=device_name(device), precision=precision,
                 compile=mode, frame_budget=budget, max_batch_size=max_batch, lr=lr,
                 world_size=info.world_size, notes=tuple(notes),
-                init_from=saved.init_from if saved is not None else init_from)
+                init_from=saved.init_from if saved is not None else init_from, speaker_embedding=embedding)
 
 
 def sizing_probe(data, info: DistInfo, device: torch.device):

@@ -20,18 +20,16 @@ from pathlib import Path
 import torch
 
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import CHECKPOINTS, load_weights, read_metadata, save_model
+from myxtts.files import atomic_write
+from myxtts.models.checkpoint import load_weights, read_metadata, save_model
+from myxtts.rundir import MODEL_FILE, RunDir
 from myxtts.train.plan import CHECKPOINT_FILE
-
-PREFIX = "step-"
 
 
 def checkpoint_dirs(run: Path) -> list[Path]:
-    root = run / CHECKPOINTS
-    if not root.is_dir():
-        return []
-    done = [p for p in root.iterdir() if p.name.startswith(PREFIX) and (p / "state.pt").is_file()]
-    return sorted(done, key=lambda p: int(p.name[len(PREFIX):]))
+    """The run's complete checkpoints (those with a training state), oldest first."""
+    r = RunDir(run)
+    return [d for d in map(r.step_dir, r.kept_steps()) if (d / "state.pt").is_file()]
 
 
 def latest(run: Path) -> Path | None:
@@ -65,12 +63,11 @@ def set_rng_state(state: dict) -> None:
 
 def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, keep_last: int,
          kind: str = "acoustic", plan=None, speakers: list[str] | None = None) -> Path:
-    root = run / CHECKPOINTS
-    final = root / f"{PREFIX}{step:08d}"
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    final = RunDir(run).step_dir(step)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_model(tmp / "model.safetensors", model, cfg, vocab_symbols, kind=kind, step=step,
+    save_model(tmp / MODEL_FILE, model, cfg, vocab_symbols, kind=kind, step=step,
                speakers=speakers)
     torch.save(train_state, tmp / "state.pt")
     if plan is not None:
@@ -92,11 +89,8 @@ def load_state(path: Path, map_location="cpu") -> dict:
 
 
 def save_best(run: Path, ckpt: Path) -> None:
-    best = run / "best"
-    best.mkdir(parents=True, exist_ok=True)
-    tmp = best / f".model.safetensors.tmp{os.getpid()}"
-    shutil.copyfile(ckpt / "model.safetensors", tmp)
-    os.replace(tmp, best / "model.safetensors")
+    with atomic_write(RunDir(run).best) as tmp:
+        shutil.copyfile(ckpt / MODEL_FILE, tmp)
 
 
 def gather_state(components: dict, rng: list[dict]) -> dict:

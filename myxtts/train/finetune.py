@@ -17,8 +17,10 @@ preprocessing in ``AUDIO_FREE``) and, for the acoustic model, its text mode and 
 be SRC's (``myxtts prepare --match SRC`` prepares a corpus so). All of this is checked before
 any training.
 
-The run records the origin of its weights, ``{path, step, sha256}`` of SRC's model file, in its
-plan (``Plan.init_from``: plan.json, every checkpoint, the run header, summary.json).
+The run records the origin of its weights, ``{path, step, sha256, voices}`` of SRC's model file,
+in its plan (``Plan.init_from``: plan.json, every checkpoint, the run header, summary.json). Its
+model files list the voices its weights have heard: SRC's, then the new cache's
+(:func:`voices_heard`), so ``eval`` does not call SRC's voices unheard.
 
 ``train.freeze`` keeps named parts of the acoustic model as they are (``freeze``); what to
 freeze, and the learning rate and length of a fine-tuning run, are the recipe's to measure.
@@ -38,7 +40,8 @@ from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse
 from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import choose_weights, describe
+from myxtts.models.checkpoint import describe, trained_voices
+from myxtts.rundir import choose_weights
 
 SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone
@@ -60,6 +63,7 @@ class Source:
     step: int | None         # the training step it was saved at
     cfg: Config              # the settings it was trained with
     vocab: list[str]         # its symbols (ids are positions)
+    voices: list[str] | None = None  # the voices its weights heard, where its file lists them
 
     @cached_property
     def sha256(self) -> str:
@@ -67,7 +71,15 @@ class Source:
 
     def record(self) -> dict:
         """What the new run's plan keeps: where its weights came from."""
-        return {"path": str(self.path), "step": self.step, "sha256": self.sha256}
+        out = {"path": str(self.path), "step": self.step, "sha256": self.sha256}
+        return out if self.voices is None else {**out, "voices": list(self.voices)}
+
+
+def voices_heard(init_from: dict | None, cache) -> list[str]:
+    """The voices a run's weights have heard: those of the weights it started from (as its plan
+    records them), then the cache's training voices it adds."""
+    base = list((init_from or {}).get("voices") or [])
+    return base + [v for v in cache.voices("train") if v not in base]
 
 
 def find(path, stage: str | None = None) -> Source:
@@ -90,7 +102,7 @@ def find(path, stage: str | None = None) -> Source:
     if stage is not None and meta["kind"] != stage:
         raise UserError(f"--init-from {file}: holds {meta['kind']} weights; the {stage} stage "
                         f"starts from {stage} weights")
-    return Source(file, meta["kind"], meta["step"], cfg, vocab)
+    return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta))
 
 
 def configure(cfg: Config, trained: Config, where, overrides: list[str], stage: str) -> tuple[Config, str]:

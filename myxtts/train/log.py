@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 from myxtts.config import Config
+from myxtts.files import write_json
+from myxtts.rundir import RunDir
 
 
 class TrainLog:
     def __init__(self, out: Path, cfg: Config, is_main: bool, progress: bool):
         self.out, self.cfg, self.main = out, cfg, is_main
+        self.run = RunDir(out)
         self._bar = self._jsonl = None
         self._progress = progress
         self._t0 = time.perf_counter()
@@ -34,7 +37,7 @@ class TrainLog:
 
     def _write(self, rec: dict) -> None:
         if self._jsonl is None:
-            self._jsonl = open(self.out / "metrics.jsonl", "a")
+            self._jsonl = open(self.run.metrics, "a")
         self._jsonl.write(json.dumps(rec) + "\n")
         self._jsonl.flush()
 
@@ -134,13 +137,13 @@ class TrainLog:
         """Synthesize the fixed sentence into RUN/samples/step-N/ (wav, mel and attention)."""
         from myxtts.train.samples import write_sample
 
-        return write_sample(self.out / "samples" / f"step-{step:08d}", core, cache, cfg, self.out)
+        return write_sample(self.run.samples(step), core, cache, cfg, self.out)
 
     def already_done(self, step: int) -> dict:
         """A finished run asked to train again: say so and change nothing."""
         self.say(f"{self.out} is already at step {step} of train.max_steps="
                  f"{self.cfg.train.max_steps}: nothing to do (raise train.max_steps to train on)")
-        path = self.out / "summary.json"
+        path = self.run.summary
         summary = json.loads(path.read_text()) if path.is_file() else {"steps": step}
         summary["already_done"] = True
         return summary
@@ -151,7 +154,7 @@ class TrainLog:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        write_json(self.run.summary, summary, default=str)  # whole or not at all, as every run file
         self.close()
 
     def close(self) -> None:

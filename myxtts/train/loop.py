@@ -26,6 +26,7 @@ from myxtts.train import distributed as D
 from myxtts.train import memory
 from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
+from myxtts.train.finetune import voices_heard
 from myxtts.train.timers import StepTimer
 
 
@@ -131,7 +132,7 @@ class Loop:
             path = ckpt.save(out, self.state.step, run.model, run.cfg, run.cache.vocab.symbols,
                              ckpt.gather_state(self.components(), rng), run.cfg.train.keep_last,
                              kind=run.stage, plan=run.plan,
-                             speakers=run.cache.voices("train") if run.stage == "acoustic" else None)
+                             speakers=voices_heard(run.plan.init_from, run.cache) if run.stage == "acoustic" else None)
             if self.state.save_best:
                 ckpt.save_best(out, path)
         self.state.save_best = False

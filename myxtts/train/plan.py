@@ -19,8 +19,10 @@ from pathlib import Path
 
 from myxtts.config import Config
 from myxtts.errors import UserError
+from myxtts.files import write_json
+from myxtts.rundir import RunDir
 
-FILE = "plan.json"  # RUN/plan.json: the run's plan
+FILE = RunDir.PLAN  # RUN/plan.json: the run's plan
 CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
 
 
@@ -45,6 +47,7 @@ class Plan:
     world_size: int
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
+    speaker_embedding: str | None = None  # model.speaker_embedding resolved; None: as asked (older plans)
 
     def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with
@@ -53,6 +56,9 @@ class Plan:
                                    max_batch_size=self.max_batch_size)
         train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile)
         cfg = dataclasses.replace(cfg, data=data, train=train)
+        if self.speaker_embedding is not None:
+            model = dataclasses.replace(cfg.model, speaker_embedding=self.speaker_embedding)
+            cfg = dataclasses.replace(cfg, model=model)
         section, name = LR_SETTING[stage].split(".")
         return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
                                                                          **{name: self.lr})})
@@ -61,10 +67,7 @@ class Plan:
         return {**dataclasses.asdict(self), "notes": list(self.notes)}
 
     def save(self, folder: str | Path, name: str = FILE) -> None:
-        path = Path(folder) / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)  # a run killed mid-write keeps the previous plan
+        write_json(Path(folder) / name, self.to_dict())  # a run killed mid-write keeps the previous plan
 
     @classmethod
     def load(cls, folder: str | Path) -> Plan | None:

@@ -1,7 +1,7 @@
 """Periodic samples during training: one fixed sentence, spoken in a held-out voice, written as
 a wav (through the run's own vocoder once ``RUN/vocoder`` holds one, else Griffin-Lim: a quick
 listen, not vocoder quality), a mel image and an alignment image. Spoken as ``synthesize`` and
-``eval`` speak (:mod:`myxtts.speak`)."""
+``eval`` speak (:meth:`myxtts.infer.Synthesizer.speak`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,9 @@ from pathlib import Path
 from myxtts import audio, vocode
 from myxtts.config import Config
 from myxtts.errors import UserError
-from myxtts.speak import reference_from_cache, speak
+from myxtts.files import write_text
+from myxtts.infer import Synthesizer
+from myxtts.speak import reference_from_cache
 from myxtts.text import TextProcessor
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -25,10 +27,10 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     except UserError:  # the corpus lacks some letter of the sentence: use a held-out text
         sentence = cache.index.text[held_out]
     to_wave = vocode.load(cfg.audio, checkpoint=run, device=next(core.parameters()).device)
-    (spoken,) = speak(core, cfg, tp, [sentence], reference_from_cache(cache, held_out, cfg),
-                      to_wave, say=lambda _: None)
+    synth = Synthesizer.of(core, cfg, tp, to_wave)
+    (spoken,) = synth.speak([sentence], reference_from_cache(cache, held_out, cfg), say=lambda _: None)
     mel, wav = spoken.mel, spoken.wav
-    (out / "vocoder.txt").write_text(to_wave.name + "\n")
+    write_text(out / "vocoder.txt", to_wave.name + "\n")
     paths = {"wav": out / "sample.wav"}
     audio.save_wav(paths["wav"], wav, cfg.audio.sample_rate)
     try:

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
-from myxtts.models.checkpoint import CHECKPOINTS
 from myxtts.models.xtts import count_parameters
+from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
 from myxtts.train import finetune
@@ -83,11 +83,13 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         if init is not None:  # every rank, before the first step
             finetune.load(run, init)
         if info.is_main:  # a resume's plan goes into its checkpoints
-            asked.save(out / "config.yaml")  # as asked, auto included: it runs again on any machine
+            asked.save(RunDir(out).config)  # as asked, auto included: it runs again on any machine
             run.plan.save(out)
-            (out / CHECKPOINTS).mkdir(exist_ok=True)  # a run from its start (models.checkpoint.run_of)
+            RunDir(out).checkpoints.mkdir(exist_ok=True)  # a run from its start (RunDir.of)
     if loop.state.step >= cfg.train.max_steps:
         return log.already_done(loop.state.step)
+    if info.is_main:  # said, so eval and serve find it without guessing (a resume may move it)
+        RunDir(out).record_cache(run.cache.path)
     for line in _header(asked, run):
         log.say(line)
     log.run_built(run)

@@ -341,7 +341,7 @@ def _bench_serve(w: World, tmp: Path) -> None:
 
 @row("export")
 def _export(w: World, tmp: Path) -> None:
-    """The run as a Piper voice: its cache's speaker and a clone of VOICE (the first clip of its
+    """The run as a Piper voice: its cache's speaker and a clone of VOICE (the clips of its
     folder), then Piper's own command speaking the clone, about as long as `synthesize` says it."""
     voice = tmp / "voices" / "lj.onnx"
     assert w.vocoder.is_dir()  # RUN/vocoder: carried without being named

@@ -1,3 +1,4 @@
+import json
 import subprocess
 from pathlib import Path
 
@@ -61,3 +62,21 @@ def test_a_new_run_takes_the_cache_settings_it_was_not_given(tmp_path):
         Cache(cache, expect=cfg)
     # No cache there: nothing taken, the error comes where the cache is opened.
     assert with_cache_settings(load("tiny"), tmp_path / "nothing", set()) == (load("tiny"), [])
+
+
+def test_pseudo_speakers_decide_a_caches_content_and_an_older_cache_reads_as_none(tmp_path):
+    """Training with data.pseudo_speakers on a cache prepared without them would do nothing: the
+    cache is refused, naming the setting. A cache from before the setting was recorded was made
+    without pseudo-speakers and reads so."""
+    cache = tmp_path / "c"
+    prepare(LJ, cache, load(), progress=False)
+    with pytest.raises(UserError, match="data.pseudo_speakers: cache has 0, requested 2"):
+        Cache(cache, expect=load(None, ["data.pseudo_speakers=2"]))
+    meta = json.loads((cache / "meta.json").read_text(encoding="utf-8"))
+    del meta["settings"]["data"]["pseudo_speakers"]  # as an older cache records its settings
+    (cache / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    Cache(cache, expect=load())
+    with pytest.raises(UserError, match="data.pseudo_speakers: cache has 0, requested 2"):
+        Cache(cache, expect=load(None, ["data.pseudo_speakers=2"]))
+    cfg, taken = with_cache_settings(load(None, ["data.pseudo_speakers=2"]), cache, pinned=set())
+    assert cfg.data.pseudo_speakers == 0 and taken == ["data.pseudo_speakers=0"]  # the cache's, said

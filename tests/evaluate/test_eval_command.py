@@ -8,9 +8,11 @@ import pytest
 
 from myxtts import cli
 from myxtts.config import load
+from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
 from myxtts.evaluate.evaluation import DNSMOS, ZERO_SHOT, plan
-from myxtts.models.checkpoint import read_metadata, resolve_checkpoint, trained_voices
+from myxtts.models.checkpoint import read_metadata, trained_voices
+from myxtts.rundir import resolve_checkpoint
 
 from .conftest import LJ, ROOT, train_tiny
 
@@ -94,6 +96,8 @@ class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with 
 
     def indices(self, split):
         return [i for i, v in enumerate(self.index.val) if v == (split == "val")]
+
+    by_speaker = Cache.by_speaker  # the rule itself, on these columns
 
 
 def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():

@@ -40,24 +40,60 @@ def test_what_it_says_it_wrote(exported):
 
 
 @pytest.mark.parametrize("sid", [0, 1])
-def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run, sid):
-    """The same text, voice and scale: the same mel (mean absolute error well under 1e-3) and the
-    same audio (largest sample difference under 1e-4), and frames per id that add up."""
+@pytest.mark.parametrize("scale", [0.8, 1.0, 1.25])
+def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run, sid, scale):
+    """The same text, voice and pace (a served or synthesized ``speed`` of 1 / length_scale): the
+    same frames, the same mel (mean absolute error well under 1e-3) and the same audio (largest
+    sample difference under 1e-4), and frames per id that add up."""
     done, _ = exported
     cfg = synth.cfg
     ref = (speak.reference_from_mel(Cache(voice_run[1]).mel(0), cfg) if sid == 0 else
-           speak.reference_from_file(sorted(clone_folder.iterdir())[0], cfg))
-    (res,) = synth.synthesize([SENTENCE], reference=ref)
+           synth.reference(clone_folder))  # the folder's voice, as synthesize and serve make it
     text = TextProcessor(cfg.text, Vocabulary(synth.text.vocab.symbols))
     pmap = build(text.vocab.symbols)
     ids = pmap.ids_of_tokens(text.encode(SENTENCE, warn=lambda _: None))
-    wav, durations, mel = run_onnx(session(done.onnx), ids, sid)
-    assert mel.shape[0] * cfg.audio.hop_length == res.wav.size == wav.size
-    (spoken,) = speak.speak(synth.model, cfg, synth.text, [SENTENCE], ref, synth.to_wave, say=lambda _: None)
+    wav, durations, mel = run_onnx(session(done.onnx), ids, sid, length_scale=scale)
+    (spoken,) = synth.speak([SENTENCE], ref, speed=1 / scale, say=lambda _: None)
+    assert mel.shape == tuple(spoken.mel.shape) and mel.shape[0] * cfg.audio.hop_length == wav.size
     assert np.abs(mel - spoken.mel.numpy()).mean() < 1e-3
-    assert np.abs(wav - np.clip(res.wav, -1, 1)).max() < 1e-4
+    assert np.abs(wav - np.clip(spoken.wav, -1, 1)).max() < 1e-4
     assert durations.sum() == mel.shape[0] and durations[0] == durations[1] == 0  # BOS, pad
     assert (durations[2::2][:-1] >= 1).all() and (durations[1::2] == 0).all()  # each phoneme, then a pad
+    if scale == 1.0:  # and what `myxtts synthesize` writes
+        (res,) = synth.synthesize([SENTENCE], reference=ref)
+        assert res.wav.size == wav.size and np.abs(wav - np.clip(res.wav, -1, 1)).max() < 1e-4
+
+
+@pytest.mark.parametrize("scale", [0.8, 1.25])
+def test_a_served_speed_is_the_exported_length_scale_of_that_pace(exported, synth, clone_folder, scale):
+    """The server's engine asked for speed 1 / length_scale speaks the frames the export speaks,
+    and, joined from its streamed pieces, the same audio."""
+    import asyncio
+
+    from myxtts.serve.engine import Engine
+    from myxtts.voice import Voice
+
+    done, _ = exported
+    ref = synth.reference(clone_folder)
+    pmap = build(synth.text.vocab.symbols)
+    wav, _, mel = run_onnx(session(done.onnx), pmap.ids_of_tokens(synth.text.encode(SENTENCE)), 1, scale)
+    engine = Engine(synth, max_batch=2, max_jobs=2, log=lambda _: None)
+    try:
+        async def served():
+            job = engine.submit(Voice("slt", "voices folder", speak.with_latents(synth.model, ref)), 1 / scale,
+                                engine.sentences(SENTENCE))
+            out = []
+            while not out or out[-1].kind not in ("done", "error"):
+                out.append(await asyncio.wait_for(job.events.get(), 120))
+            return out
+
+        events = asyncio.run(served())
+    finally:
+        engine.stop()
+    assert events[-1].kind == "done"
+    heard = np.concatenate([e.wav for e in events if e.kind == "audio"])
+    assert heard.size == wav.size == mel.shape[0] * synth.cfg.audio.hop_length
+    assert np.abs(heard - wav).max() < 1e-3
 
 
 def test_length_scale_stretches_the_durations(exported):

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import choose_weights
+from myxtts.rundir import choose_weights
 
 
 @pytest.fixture

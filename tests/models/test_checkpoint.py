@@ -9,9 +9,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import FORMAT_VERSION, load_model, load_weights, resolve_checkpoint, save_model
+from myxtts.models.checkpoint import FORMAT_VERSION, load_model, load_weights, save_model
 from myxtts.models.vocoder import VocosGenerator, build_generator
 from myxtts.models.xtts import XTTS
+from myxtts.rundir import resolve_checkpoint
 
 from .conftest import random_batch, tiny
 

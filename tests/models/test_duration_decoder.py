@@ -3,6 +3,7 @@ lengths from the predicted durations, and on real speech, that it learns a monot
 the durations and the mel together."""
 import torch
 
+from myxtts.models.duration_decoder import frames_at_pace, length_scale_of
 from myxtts.models.xtts import XTTS
 
 from .conftest import SILENCE, fit, lj_batch, random_batch, still_model, tiny
@@ -69,6 +70,29 @@ def test_generate_length_is_the_sum_of_the_durations():
     assert torch.equal(mels, model.generate(*args)[0])  # no sampling anywhere
     capped = model.generate(*args, max_steps=5)[1]
     assert bool((capped <= 5 * r).all())
+
+
+def test_frames_at_a_pace_round_the_frames_then_scale_them():
+    """Predicted 2.4, 0.2 and 7.6 frames: rounded (2, at least 1, 8), then scaled and rounded again,
+    every token still a frame; a speed is the length scale 1 / speed, and padding speaks nothing."""
+    log_dur = torch.log1p(torch.tensor([[2.4, 0.2, 7.6, 3.0]]))
+    mask = torch.tensor([[True, True, True, False]])
+    at = lambda scale: frames_at_pace(log_dur, mask, torch.tensor(scale)).tolist()  # noqa: E731
+    assert at(1.0) == [[2, 1, 8, 0]]
+    assert at(2.0) == [[4, 2, 16, 0]]  # twice as slow: the rounded frames doubled, not 2.4 * 2 = 5
+    assert at(0.5) == [[1, 1, 4, 0]]
+    assert at(0.8) == frames_at_pace(log_dur, mask, length_scale_of(1.25)).tolist() == [[2, 1, 6, 0]]
+
+
+def test_generate_at_a_speed_is_that_pace():
+    model, _ = _model()
+    with torch.no_grad():  # about 3.5 frames a token, so a pace has frames to scale
+        model.decoder.duration.out.bias.fill_(1.5)
+    batch = random_batch()
+    args = (batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"])
+    lens = {speed: model.generate(*args, speed=speed)[1] for speed in (0.8, 1.0, 1.25)}
+    assert bool((lens[0.8] >= lens[1.0]).all() and (lens[1.25] <= lens[1.0]).all())
+    assert bool((lens[0.8] > lens[1.25]).any())
 
 
 def test_tiny_duration_model_learns_real_speech():

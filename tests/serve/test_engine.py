@@ -33,14 +33,14 @@ async def collect(job) -> list:
 
 def test_a_failing_batch_ends_only_its_own_requests(engine, monkeypatch):
     voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
-    real = engine_module.speak
+    real = engine.synth.speak
 
-    def speak(model, cfg, text, texts, *args, **kwargs):
+    def speak(texts, *args, **kwargs):
         if any("boom" in t for t in texts):
             raise RuntimeError("boom")
-        return real(model, cfg, text, texts, *args, **kwargs)
+        return real(texts, *args, **kwargs)
 
-    monkeypatch.setattr(engine_module, "speak", speak)
+    monkeypatch.setattr(engine.synth, "speak", speak)
 
     async def go():
         bad = engine.submit(voice, 2.0, engine.sentences("Say boom now."), chars=13)  # its own speed: its own batch
@@ -76,3 +76,22 @@ def test_a_failing_vocoder_ends_the_requests_it_was_speaking_and_the_engine_goes
         assert [e.kind for e in asyncio.run(one("Hello there."))] == ["words", "error"]
     assert asyncio.run(one("Hello again."))[-1].kind == "done"
     assert any("turning 1 piece(s) into audio failed: RuntimeError: vocoder down" in line for line in engine.lines)
+
+
+def test_a_request_is_read_once_and_decoding_takes_no_turn_on_the_phonemizer(engine, monkeypatch):
+    """The text is read into tokens when the request is checked, never again; and while another
+    request holds the phonemizer's lock (reading its own text), the engine still speaks."""
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+    reads = []
+    real = engine.synth.text.encode
+    monkeypatch.setattr(engine.synth.text, "encode", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    sentences = engine.sentences("A first one. And a second one.")
+    assert len(reads) == 2 and [s.text for s in sentences] == reads
+
+    async def go():
+        return await asyncio.wait_for(collect(engine.submit(voice, 1.0, sentences, chars=30)), timeout=120)
+
+    with engine.text_lock:
+        events = asyncio.run(go())
+    assert events[-1].kind == "done" and any(e.kind == "audio" for e in events)
+    assert len(reads) == 2  # speaking read nothing again

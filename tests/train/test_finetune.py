@@ -46,7 +46,7 @@ def test_a_fine_tuning_run_has_its_own_optimizer_and_plan_and_resumes_without_th
     src = tmp_path / "src"
     shutil.copytree(source, src)
     weights = src / "best" / "model.safetensors"  # a run folder gives its best weights
-    origin = {"path": str(weights.resolve()), "step": 2, "sha256": sha256(weights)}
+    origin = {"path": str(weights.resolve()), "step": 2, "sha256": sha256(weights), "voices": ["speaker"]}
     asked = ["--init-from", src, "train.max_steps=6", "train.warmup_steps=4", "train.checkpoint_every=2"]
     whole = tmp_path / "whole"
     r = run_train(lj_cache, whole, *asked)
@@ -73,6 +73,20 @@ def test_a_fine_tuning_run_has_its_own_optimizer_and_plan_and_resumes_without_th
     assert "--init-from ignored" in again.stdout and "resuming from" in again.stderr
     assert losses(killed) == losses(whole)  # exactly, step by step
     assert json.loads((killed / "plan.json").read_text())["init_from"] == origin
+
+
+def test_the_voices_heard_are_the_sources_and_the_new_caches(lj_cache, tmp_path):
+    """A model fine-tuned from one that heard anna and ben on a cache of "speaker" has heard all
+    three: its model files say so, and eval calls none of them unheard."""
+    cfg = load("tiny")
+    src = save_model(tmp_path / "src.safetensors", XTTS(cfg.model, len(Cache(lj_cache).vocab), cfg.audio.n_mels),
+                     cfg, Cache(lj_cache).vocab.symbols, speakers=["anna", "ben"])
+    found = finetune.find(src, "acoustic")
+    assert found.voices == ["anna", "ben"] and found.record()["voices"] == ["anna", "ben"]
+    assert finetune.voices_heard(found.record(), Cache(lj_cache)) == ["anna", "ben", "speaker"]
+    assert finetune.voices_heard(None, Cache(lj_cache)) == ["speaker"]  # a run from scratch
+    old = {k: v for k, v in found.record().items() if k != "voices"}  # a plan written before voices
+    assert finetune.voices_heard(old, Cache(lj_cache)) == ["speaker"]
 
 
 def test_the_weights_before_the_first_step_are_the_sources(lj_cache, source, tmp_path):

@@ -2,9 +2,12 @@ import json
 import re
 import signal
 import time
+from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
+from myxtts.rundir import RunDir
 from tests.conftest import kill_when
 
 from .conftest import losses, run_train
@@ -55,6 +58,7 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step-00000003"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["recompiles_after_warmup"] == 0
+    assert RunDir(tmp_path / "run").cache() == Path(lj_cache).resolve()  # recorded, so eval and serve find it
     assert summary["frame_budget"] == 1200  # the budget the diagnosis judges (FAST sets it)
     assert "where the time went" in r.stderr
 
@@ -120,3 +124,28 @@ def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "model.d_model=64 (now 32)" in r.stderr
     assert len(r.stderr.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_speaker_embedding_auto_is_resolved_once_and_the_model_file_keeps_which(monkeypatch, installed):
+    """auto is ge2e where the GE2E encoder's weights are installed, else none, said in the plan's
+    notes; the plan keeps it (a resume does not resolve it again) and applies it, so the model
+    files a run writes (its config: ``plan.apply``) hold the resolved value, never auto."""
+    from myxtts import speaker
+    from myxtts.config import load
+    from myxtts.errors import UserError
+    from myxtts.train.build import resolve_plan
+
+    def weights_path():
+        if not installed:
+            raise UserError("no resemblyzer")
+        return Path("pretrained.pt")
+
+    monkeypatch.setattr(speaker, "weights_path", weights_path)
+    want = "ge2e" if installed else "none"
+    cfg = load("tiny", ["model.speaker_embedding=auto", "data.frame_budget=1200"])
+    plan = resolve_plan(cfg, None)
+    assert plan.speaker_embedding == want and plan.apply(cfg).model.speaker_embedding == want
+    assert any(n.startswith(f"model.speaker_embedding auto: {want}") for n in plan.notes)
+    monkeypatch.setattr(speaker, "weights_path", lambda: Path("pretrained.pt"))  # installed since
+    assert resolve_plan(cfg, None, saved=plan).speaker_embedding == want  # kept as planned

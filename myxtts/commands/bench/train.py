@@ -17,9 +17,9 @@ import torch
 
 from myxtts.commands.common import check_output
 from myxtts.config import load
-from myxtts.data.format import write_json as atomic_write_json
 from myxtts.data.prepare import demo_cache
 from myxtts.errors import UserError
+from myxtts.files import write_json as atomic_write_json
 from myxtts.observe import modes as M
 from myxtts.observe.format import fmt
 from myxtts.observe.measure import FixedBatches

@@ -1,0 +1,121 @@
+"""The OpenAI speech request, declared as data: :class:`SpeechRequest` (pydantic) holds each field's
+type, range and default, and :func:`parse` turns a body into a checked :class:`Speech` or a
+:class:`BadRequest` naming the first bad field, in the API's error codes.
+
+What the declaration cannot say (it needs the server: its voices, formats written here, the
+model's decoder) is checked after it, in :func:`parse`, in one place.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from myxtts.serve import encode
+
+MAX_INPUT = 4096
+SPEED_RANGE = (0.25, 4.0)
+STREAM_FORMATS = ("audio", "sse")
+MODEL_ID = "myxtts"
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, param: str | None, code: str = "invalid_value", status: int = 400,
+                 kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.param, self.code, self.status, self.kind = param, code, status, kind
+
+
+class VoiceId(BaseModel):
+    model_config = ConfigDict(strict=True)
+    id: str
+
+
+class SpeechRequest(BaseModel):
+    """``POST /v1/audio/speech``'s body, as the API defines it, and one field of our own."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: str = Field(MODEL_ID, description="a string (any name: this server has one model)")
+    input: str = Field(max_length=MAX_INPUT, description=f"a string of text to speak, 1 to {MAX_INPUT} characters")
+    voice: str | VoiceId = Field(description='a name from GET /v1/audio/voices, or {"id": name}')
+    response_format: Literal[encode.FORMATS] | None = Field(  # type: ignore[valid-type]
+        None, description=f"one of {', '.join(encode.FORMATS)} (mp3 by default, pcm for sse)")
+    speed: float = Field(1.0, ge=SPEED_RANGE[0], le=SPEED_RANGE[1],
+                         description=f"a number from {SPEED_RANGE[0]} to {SPEED_RANGE[1]}, dividing the durations")
+    stream_format: Literal[STREAM_FORMATS] = Field(  # type: ignore[valid-type]
+        "audio", description=f"one of {', '.join(STREAM_FORMATS)}")
+    instructions: str | None = Field(None, description="none: this model takes no instructions")
+    word_timestamps: bool = Field(False, description="true or false: the audio as JSON, beside its words")
+
+
+@dataclass(frozen=True)
+class Speech:
+    """A checked request."""
+
+    input: str
+    voice: object  # the server's Voice
+    format: str
+    speed: float
+    sse: bool
+    timed: bool
+
+
+def _first_error(e: ValidationError) -> BadRequest:
+    """The first bad field of a failed validation (an unknown field before the others), worded
+    with its description."""
+    errors = sorted(e.errors(), key=lambda x: x["type"] != "extra_forbidden")
+    err = errors[0]
+    param = str(err["loc"][0]) if err["loc"] else "body"
+    field = SpeechRequest.model_fields.get(param)
+    what = field.description if field is not None else ""
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        takes = ", ".join(sorted(SpeechRequest.model_fields))
+        return BadRequest(f"unrecognised field {param!r}; this API takes {takes}", param, "unknown_parameter")
+    if kind == "missing":
+        return BadRequest(f"{param} is required: {what}", param, "missing_required_parameter")
+    if kind == "string_too_long":
+        return BadRequest(f"{param} is {len(err['input'])} characters; the most is {MAX_INPUT}", param,
+                          "string_above_max_length")
+    if kind.endswith("_type") or kind in ("is_instance_of", "union_tag_invalid"):
+        return BadRequest(f"{param} must be {what}", param, "invalid_type")
+    return BadRequest(f"{param} {err['input']!r} is out of range: {what}" if param == "speed"
+                      else f"{param} must be {what}", param)
+
+
+def parse(body: bytes, voices, decoder: str = "duration") -> Speech:
+    """The request body → the checked request, or :class:`BadRequest` naming the first bad field."""
+    try:
+        raw = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadRequest(f"the body is not valid JSON ({e})", "body", "invalid_json") from None
+    if not isinstance(raw, dict):
+        raise BadRequest("the body must be a JSON object", "body", "invalid_json")
+    try:
+        req = SpeechRequest.model_validate(raw)
+    except ValidationError as e:
+        raise _first_error(e) from None
+    if not req.input.strip():
+        raise BadRequest("input is empty", "input", "empty_input")
+    voice = req.voice.id if isinstance(req.voice, VoiceId) else req.voice
+    if voice not in voices:
+        shown = voice if len(voice) <= 64 else "that voice"
+        raise BadRequest(f"unknown voice {shown!r}; this server has: {', '.join(voices.names)}", "voice")
+    sse = req.stream_format == "sse"
+    fmt = req.response_format or ("pcm" if sse else "mp3")
+    if fmt not in encode.SUPPORTED:
+        raise BadRequest(f"response_format {fmt} is not supported here; use one of {', '.join(encode.SUPPORTED)}",
+                         "response_format", "unsupported_value")
+    if sse and fmt != "pcm":
+        raise BadRequest("stream_format sse sends pcm pieces; ask for response_format pcm", "response_format",
+                         "unsupported_value")
+    if req.speed != 1.0 and decoder != "duration":
+        raise BadRequest(f"this model (model.decoder={decoder}) has no durations to scale: speed must be 1",
+                         "speed", "unsupported_value")
+    if req.instructions:
+        raise BadRequest("this model takes no instructions", "instructions", "unsupported_value")
+    if req.word_timestamps and sse:
+        raise BadRequest("stream_format sse sends the words as events already", "word_timestamps")
+    return Speech(req.input, voices[voice], fmt, float(req.speed), sse, req.word_timestamps)

@@ -1,0 +1,80 @@
+"""A voice to speak in, by name: the one rule for each way a voice is given.
+
+- **A folder of clips** (``serve --voices DIR``'s sub-folders, ``export --voice NAME=FOLDER``):
+  every readable clip in name order, each conditioned as training audio is
+  (:func:`myxtts.speak.reference_from_file`); their mels joined and cut to the reference length
+  training used, and, for a model conditioned on GE2E embeddings, the mean of the clips'
+  embeddings. A clip that cannot be used is skipped with a note; a folder with none is no voice.
+- **A cache's speaker** (``serve --data``, ``export --data``): its first utterance, the training
+  split's first (:meth:`myxtts.data.cache.Cache.first_of_each_speaker`). A voice the cache holds
+  out whole is included, from its first held-out utterance, and its source says the model never
+  heard it.
+- **neutral**: no reference; the resampler's learned latents alone.
+
+So the same folder is the same voice in ``serve``, ``synthesize`` and an export.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from myxtts import speak
+from myxtts.errors import UserError
+
+NEUTRAL = "neutral"
+CLIP_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+TRAINING_SPEAKER = "training speaker"
+HELD_OUT_SPEAKER = "held-out speaker (never heard in training)"
+
+
+@dataclass(frozen=True)
+class Voice:
+    name: str
+    source: str  # where it came from, said in listings and logs
+    reference: speak.Reference
+
+
+def inside(path: Path, root: Path) -> bool:
+    """``path``, links resolved, lies within ``root`` (itself resolved)."""
+    try:
+        path.resolve().relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def clips(folder: Path, root: Path | None = None) -> list[Path]:
+    """The sound files of ``folder`` in name order (only those inside ``root``, where given)."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in CLIP_SUFFIXES and p.is_file()
+                  and (root is None or inside(p, root)))
+
+
+def from_folder(name: str, folder: Path, cfg, say, source: str = "voices folder",
+                root: Path | None = None) -> Voice | None:
+    """The voice of a folder of clips (see the module docstring); None, said, where no clip is usable."""
+    refs = []
+    for clip in clips(folder, root):
+        try:
+            refs.append(speak.reference_from_file(clip, cfg))
+        except UserError as e:
+            say(f"note: {e}; clip skipped")
+    if not refs:
+        say(f"note: voice {name} skipped: no usable clip ({', '.join(CLIP_SUFFIXES)}) in {folder}")
+        return None
+    emb = speak.mean_embedding([r.embedding for r in refs if r.embedding is not None])
+    return Voice(name, source, speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg, embedding=emb))
+
+
+def cache_voices(cache, cfg) -> list[Voice]:
+    """Every speaker of a prepared cache, in the voice of its first utterance (see the module
+    docstring), in speaker order."""
+    heard = set(cache.voices("train"))
+    return [Voice(cache.speakers[s], TRAINING_SPEAKER if cache.speakers[s] in heard else HELD_OUT_SPEAKER,
+                  speak.reference_from_cache(cache, i, cfg))
+            for s, i in sorted(cache.first_of_each_speaker().items())]
+
+
+def neutral(cfg) -> Voice:
+    return Voice(NEUTRAL, "no reference", speak.neutral(cfg))

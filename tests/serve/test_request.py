@@ -1,0 +1,45 @@
+"""The speech request is declared as data: its ranges are in its schema, and a bad field is the
+API's error naming it (the live matrix is test_bad_input.py)."""
+import json
+
+import pytest
+
+from myxtts.serve.request import BadRequest, SpeechRequest, parse
+
+
+class _Voices:
+    names = ["neutral"]
+
+    def __contains__(self, name):
+        return name in self.names
+
+    def __getitem__(self, name):
+        return name
+
+
+def test_the_schema_says_the_ranges():
+    props = SpeechRequest.model_json_schema()["properties"]
+    assert props["speed"]["minimum"] == 0.25 and props["speed"]["maximum"] == 4.0 and props["speed"]["default"] == 1.0
+    assert props["input"]["maxLength"] == 4096
+    assert set(props["stream_format"]["enum"]) == {"audio", "sse"}
+
+
+@pytest.mark.parametrize("fields, param, code", [
+    ({"speed": 4.01}, "speed", "invalid_value"),
+    ({"speed": "1"}, "speed", "invalid_type"),
+    ({"voice": {"id": 3}}, "voice", "invalid_type"),
+    ({"seed": 1, "speed": 9}, "seed", "unknown_parameter"),  # an unknown field is named first
+    ({"speed": 2.0}, "speed", "unsupported_value"),  # this model has no durations
+])
+def test_a_bad_field_is_named_with_its_code(fields, param, code):
+    body = json.dumps({"input": "Hi.", "voice": "neutral", **fields}).encode()
+    with pytest.raises(BadRequest) as e:
+        parse(body, _Voices(), decoder="autoregressive")
+    assert e.value.param == param and e.value.code == code and e.value.status == 400
+
+
+def test_a_good_request_gets_the_declared_defaults():
+    req = parse(json.dumps({"input": "Hi.", "voice": {"id": "neutral"}, "speed": 2}).encode(), _Voices())
+    assert (req.voice, req.format, req.speed, req.sse, req.timed) == ("neutral", "mp3", 2.0, False, False)
+    sse = parse(json.dumps({"input": "Hi.", "voice": "neutral", "stream_format": "sse"}).encode(), _Voices())
+    assert sse.format == "pcm" and sse.sse
