@@ -9,6 +9,7 @@
     RUN/summary.json                      what the run measured, written when it ends
     RUN/report.html, RUN/tensorboard/     the same for a reader (written by observe/runlog.py)
     RUN/samples/step-00001000/            the fixed sentence spoken at that step
+    RUN/compiled.bin                      the kernels it compiled, for a resume on a bare machine
     RUN/vocoder/                          the run's own vocoder: a run of its own, this layout again
 
 A folder is a run when it holds ``checkpoints/`` (made when training starts). Everything that
@@ -47,12 +48,14 @@ class RunDir:
     DATA = "data.json"
     SAMPLES = "samples"
     VOCODER = "vocoder"
+    COMPILED = "compiled.bin"
 
     config = _in_run(CONFIG)
     checkpoints = _in_run(CHECKPOINTS)
     best = _in_run(BEST, MODEL_FILE)
     metrics = _in_run(METRICS)
     summary = _in_run(SUMMARY)
+    compiled = _in_run(COMPILED)
 
     def __init__(self, path):
         self.path = Path(path)

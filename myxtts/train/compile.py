@@ -35,6 +35,7 @@ import torch
 
 from myxtts.data.sampler import shape_plans
 from myxtts.errors import UserError
+from myxtts.files import atomic_write
 from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
 from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic, lookup
@@ -214,10 +215,6 @@ def _torch_default_cache() -> str:
         return os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser().replace(os.sep, "_"))
 
 
-# Where a run keeps the kernels it compiled, as one portable file (torch's cache artifacts).
-ARTIFACTS = "compiled.bin"
-
-
 def save_artifacts(path: Path) -> int | None:
     """Write every compiled artifact this process made (inductor's kernels, AOTAutograd's
     graphs) to ``path`` as one file, so a process on a machine with an empty compile cache (a
@@ -228,9 +225,8 @@ def save_artifacts(path: Path) -> int | None:
     saved = save() if save is not None else None
     if not saved or not saved[0]:
         return None
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(saved[0])
-    os.replace(tmp, path)  # a reader never sees half a file
+    with atomic_write(path) as tmp:  # a resume never reads half a file
+        tmp.write_bytes(saved[0])
     return len(saved[0])
 
 

@@ -20,7 +20,6 @@ from myxtts.train import distributed as D
 from myxtts.train import finetune
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
 from myxtts.train.compile import (
-    ARTIFACTS,
     cache_hits,
     compile_shapes,
     compiled_graphs,
@@ -193,7 +192,7 @@ def _compile_up_front(run: Run, log, out: Path) -> dict:
     n = len(run.shapes)
     for note in run.step_fn.compile_notes:
         log.say(note)
-    loaded = load_artifacts(out / ARTIFACTS)
+    loaded = load_artifacts(RunDir(out).compiled)
     if loaded:
         log.say(loaded)
     log.say(f"compiling the step for {n} batch shapes (kernels cached in "
@@ -214,7 +213,7 @@ def _compile_up_front(run: Run, log, out: Path) -> dict:
     if graphs > 1 and run.step_fn.compile_mode != "regional":
         log.say(f"the step compiled {graphs} times for {n} shapes: something in this torch fixed a size "
                 "(TORCH_LOGS=recompiles says which); every such shape costs a compile")
-    saved = save_artifacts(out / ARTIFACTS) if misses and run.info.is_main else None
+    saved = save_artifacts(RunDir(out).compiled) if misses and run.info.is_main else None
     return {"compile_s": seconds, "compile_s_by_shape": [round(s, 3) for s in by_shape],
             "graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses,
             "compile_artifacts_loaded": bool(loaded and "not loaded" not in loaded),
