@@ -92,6 +92,7 @@ class Engine:
         # worker speaking take turns
         self.text_lock = threading.Lock()
         self.jobs: list[Job] = []
+        self.first_audio: deque[tuple[float, float]] = deque(maxlen=4096)  # (finished at, seconds) per request
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="myxtts-engine", daemon=True)
         self.thread.start()
@@ -166,6 +167,8 @@ class Engine:
         job.finished = True
         if job in self.jobs:
             self.jobs.remove(job)
+        if job.first_audio is not None:
+            self.first_audio.append((time.perf_counter(), job.first_audio - job.t0))
         first = "-" if job.first_audio is None else f"{(job.first_audio - job.t0) * 1000:.0f} ms"
         self.log(f"{how}: voice {job.voice.name}, {job.chars} characters, "
                  f"{job.samples / self.sample_rate:.2f} s of audio, first audio after {first}")

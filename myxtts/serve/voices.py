@@ -50,6 +50,24 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
+def folder_voice(sub: Path, root: Path, cfg, say) -> Voice:
+    """One voice folder (``sub``, inside ``root``) → its voice: the clips' audio joined in name
+    order, cut to the reference length. A clip that cannot be used is skipped, saying why; a
+    :class:`UserError` if none can."""
+    clips = sorted(p for p in sub.iterdir() if p.suffix.lower() in CLIP_SUFFIXES and p.is_file() and _inside(p, root))
+    refs = []
+    for clip in clips:
+        try:
+            refs.append(speak.reference_from_file(clip, cfg))
+        except UserError as e:
+            say(f"note: {e}; clip skipped")
+    if not refs:
+        raise UserError(f"voice {sub.name} skipped: no usable clip ({', '.join(CLIP_SUFFIXES)}) in {sub}")
+    emb = speak.mean_embedding([r.embedding for r in refs if r.embedding is not None])
+    return Voice(sub.name, "voices folder", speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg,
+                                                                      embedding=emb))
+
+
 def folder_voices(folder: Path, cfg, say) -> list[Voice]:
     """One voice per sub-folder of ``folder`` holding readable clips; the rest are skipped, saying why."""
     root = folder.resolve()
@@ -60,20 +78,10 @@ def folder_voices(folder: Path, cfg, say) -> list[Voice]:
         if not _inside(sub, root):
             say(f"note: voice {sub.name} skipped: it leads outside {folder}")
             continue
-        clips = sorted(p for p in sub.iterdir() if p.suffix.lower() in CLIP_SUFFIXES and p.is_file()
-                       and _inside(p, root))
-        refs = []
-        for clip in clips:
-            try:
-                refs.append(speak.reference_from_file(clip, cfg))
-            except UserError as e:
-                say(f"note: {e}; clip skipped")
-        if not refs:
-            say(f"note: voice {sub.name} skipped: no usable clip ({', '.join(CLIP_SUFFIXES)}) in {sub}")
-            continue
-        emb = speak.mean_embedding([r.embedding for r in refs if r.embedding is not None])
-        out.append(Voice(sub.name, "voices folder",
-                         speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg, embedding=emb)))
+        try:
+            out.append(folder_voice(sub, root, cfg, say))
+        except UserError as e:
+            say(f"note: {e}")
     return out
 
 
@@ -90,6 +98,10 @@ class Voices:
 
     def __getitem__(self, name: str) -> Voice:
         return self.by_name[name]
+
+    def add(self, voice: Voice) -> None:
+        """A voice made while serving (an upload), under a name not yet taken."""
+        self.by_name.setdefault(voice.name, voice)
 
     @property
     def names(self) -> list[str]:
