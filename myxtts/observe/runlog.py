@@ -17,7 +17,7 @@ from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
-from myxtts.train.log import TrainLog
+from myxtts.train.log import TrainLog, read_metrics
 
 SAMPLE_INTERVAL_S = 1.0
 
@@ -94,8 +94,8 @@ class RunLog(TrainLog):
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
-        write_report(self.out / "report.html", m, diag, title=f"MyXTTS run {self.out.name}",
-                     gpu_samples=samples)
+        write_report(self.out / "report.html", m, diag, title=f"MyXTTS report: {self.out}",
+                     gpu_samples=samples, metrics=read_metrics(self.out), samples=self.out / "samples")
         self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
             self._tb.close()

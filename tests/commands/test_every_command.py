@@ -207,8 +207,9 @@ class World:
 
     @cached_property
     def trained(self) -> subprocess.CompletedProcess:
+        # a sample at the last step: the report's alignment and audio
         return myxtts("train", "--config", "tiny", "--data", self.cache, "--out", self.root / "run",
-                      "--no-progress", *TOY, "train.max_steps=2")
+                      "--no-progress", *TOY, "train.max_steps=2", "train.sample_every=2")
 
     @cached_property
     def run(self) -> Path:
@@ -267,6 +268,13 @@ def _train(w: World, tmp: Path) -> None:
     assert summary["steps"] == 2 and not summary["stopped"] and summary["stage"] == "acoustic"
     assert (w.run / "checkpoints" / "step-00000002" / "model.safetensors").is_file()
     assert "step 2/2" in r.stderr
+    # the report shows learning: the loss per term with validation, the alignment, the sample
+    report = (w.run / "report.html").read_text()
+    assert f"<title>MyXTTS report: {w.run}</title>" in report
+    learning = report.split('<section id="learning">', 1)[1].split("</section>", 1)[0]
+    assert learning.count("<svg") >= 3 and "validation mel_l1" in learning and "not measured" not in learning
+    assert 'src="data:image/png;base64,' in report.split('<section id="alignment">', 1)[1].split("</section>")[0]
+    assert 'src="data:audio/flac;base64,' in report.split('<section id="samples">', 1)[1].split("</section>")[0]
 
 
 @row("train --stage vocoder")
