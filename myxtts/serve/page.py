@@ -40,15 +40,14 @@ def run_info(checkpoint, step: int | None, weights_step: int | None) -> dict:
     weights, why = choose_weights(checkpoint, step)
     run = run_of(weights)
     info = {"folder": (run or weights.parent).name, "weights": weights.name if run is None
-            else str(weights.relative_to(run)), "why": why, "step": weights_step, "eval": None,
-            "report": run is not None and (run / "report.html").is_file()}
+            else str(weights.relative_to(run)), "why": why, "step": weights_step, "eval": None}
     records = read_metrics(run) if run is not None else []
     trained = [r["step"] for r in records if r.get("loss") is not None]
     info["steps_trained"] = max(trained) if trained else None
     evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == weights_step]
     if evals:
         info["eval"] = {k: evals[-1][k] for k in EVAL_FIGURES if evals[-1].get(k) is not None}
-    info["report_path"] = str(run / "report.html") if info["report"] else None
+    info["report_path"] = str(run / "report.html") if run is not None else None  # written when training ends
     return info
 
 
@@ -91,7 +90,8 @@ def add_page(app: FastAPI, engine, voices, checkpoint, step: int | None = None, 
 
     @app.get("/v1/status")
     async def status():
-        return {"run": run, "load": load(engine), "formats": list(encode.SUPPORTED), "pcm_rate": encode.PCM_RATE,
+        return {"run": {**run, "report": report is not None and report.is_file()}, "load": load(engine),
+                "formats": list(encode.SUPPORTED), "pcm_rate": encode.PCM_RATE,
                 "upload": {"max_bytes": uploads.MAX_BYTES, "max_seconds": uploads.MAX_SECONDS,
                            "kept": voices_dir is not None}}
 

@@ -16,6 +16,8 @@ import httpx
 import pytest
 import soundfile as sf
 
+from myxtts.observe.measured import Measured
+from myxtts.observe.report import write_report
 from tests.serve.conftest import API_KEY, VOICES
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -63,6 +65,8 @@ def test_a_new_user_speaks_a_sentence_and_their_own_voice(served, browser):
     problems = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
+    # the run's report, as training leaves it: the page links it
+    write_report(served.run / "report.html", Measured(), title=f"MyXTTS report: {served.run}")
     page.goto(served.url)
     # the server was started with an API key: the page asks for it before calling anything
     page.wait_for_selector("#keyform:not(.hidden)")
@@ -72,6 +76,12 @@ def test_a_new_user_speaks_a_sentence_and_their_own_voice(served, browser):
     listed = page.eval_on_selector_all("#voice option", "os => os.map(o => o.value)")
     assert {"speaker", "arctic-male", "neutral"} <= set(listed)
     assert "newest checkpoint" in page.text_content("#run") and "in flight" in page.text_content("#load")
+    with page.expect_popup() as opened:
+        page.click("#report")
+    report = opened.value
+    report.wait_for_load_state()
+    assert report.title() == f"MyXTTS report: {served.run}"
+    report.close()
 
     page.select_option("#voice", "arctic-male")
     page.fill("#text", SENTENCE)
