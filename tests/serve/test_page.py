@@ -84,12 +84,20 @@ def test_a_new_user_speaks_a_sentence_and_their_own_voice(served, browser):
     report.close()
 
     page.select_option("#voice", "arctic-male")
+    page.click("#refplay")  # its reference, as the model hears it: the 3 s training cut
+    page.wait_for_function("document.querySelector('#ref').duration > 0", timeout=30_000)
+    assert abs(page.eval_on_selector("#ref", "a => a.duration") - 3.01) < 0.05
     page.fill("#text", SENTENCE)
     timings = [speak(page)]
     got = page.evaluate(DECODED)
     assert abs(got["seconds"] - wav_seconds(served, "arctic-male")) < 0.05, got  # all of it, at 24 kHz
     assert got["peak"] > 1e-3
     assert page.eval_on_selector_all("#words span", "s => s.length") == 12  # "the quick ... sleeps"
+    page.select_option("#format", "flac")
+    with page.expect_download() as saved:
+        page.click("#download")
+    wav, sr = sf.read(saved.value.path(), dtype="float32")
+    assert saved.value.suggested_filename == "myxtts.flac" and abs(wav.size / sr - got["seconds"]) < 0.05
 
     page.set_input_files("#upfile", str(VOICES / "arctic_a0009_slt_female.wav"))
     page.fill("#upname", "from-the-page")
