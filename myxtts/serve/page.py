@@ -74,6 +74,7 @@ def add_page(app: FastAPI, engine, voices, checkpoint, step: int | None = None, 
     if voices_dir is None:  # uploads live as long as the server: a folder of its own, removed at exit
         app.state.upload_dir = tempfile.TemporaryDirectory(prefix="myxtts-voices-")
         folder = Path(app.state.upload_dir.name)
+        log(f"note: uploaded voices go to {folder} until the server stops (--voices DIR keeps them)")
     else:
         folder = Path(voices_dir)
     store = uploads.Uploads(folder, engine.synth.model, engine.synth.cfg, engine.text_lock)

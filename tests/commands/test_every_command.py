@@ -326,12 +326,19 @@ def _serve(w: World, tmp: Path) -> None:
         assert r.status_code == 200, r.text
         (tmp / "hello.wav").write_bytes(r.content)
         has_sound(tmp / "hello.wav")
+        # a voice from a clip, without --voices: kept in a folder of the server's own until it stops
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/audio/voices", timeout=60, files=[
+            ("name", (None, "mine")), ("audio_sample", ("clip.wav", VOICE.read_bytes(), "audio/wav"))])
+        assert r.status_code == 201, r.text
+        (uploads,) = re.findall(r"uploaded voices go to (\S+) until the server stops", log.read_text())
+        assert (Path(uploads) / "mine").is_dir()
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: how a server is stopped
         code = proc.wait(timeout=30)
     text = log.read_text()
     assert code == 0 and "Traceback" not in text, text
     assert f"vocoder: {w.vocoder}" in text and "done: voice neutral, 12 characters" in text
+    assert not Path(uploads).exists()  # gone with the server
 
 
 @row("bench serve")
