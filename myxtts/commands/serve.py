@@ -16,7 +16,8 @@ API_KEY_ENV = "MYXTTS_API_KEY"
 def add_parser(sub) -> None:
     p = add_command(sub, "serve", "serve a voice: the OpenAI speech API and Wyoming",
                     "Serve a trained model over HTTP (POST /v1/audio/speech, the OpenAI speech API; "
-                    "GET /v1/audio/voices; GET /health) and, with --wyoming, Home Assistant's "
+                    "GET /v1/audio/voices; POST /v1/audio/voices, a voice from a clip; GET /health; "
+                    "GET /, a page to listen in a browser) and, with --wyoming, Home Assistant's "
                     "Wyoming protocol. Concurrent requests are decoded together and streamed back.")
     add_checkpoint(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
@@ -43,7 +44,7 @@ def require() -> None:
     """The serve extra, or one line saying how to install it."""
     import importlib.util
 
-    missing = [m for m in ("fastapi", "uvicorn", "wyoming") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("fastapi", "uvicorn", "wyoming", "python_multipart") if importlib.util.find_spec(m) is None]
     if missing:
         raise UserError(f"serving needs {', '.join(missing)}: pip install 'myxtts[serve]'")
 
@@ -80,10 +81,12 @@ def run(args) -> int:
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     from myxtts.serve import build
     from myxtts.serve.openai_api import create_app, serve_forever
+    from myxtts.serve.page import add_page
 
     engine, voices = build(args.checkpoint, args.vocoder, args.device, args.data, args.voices,
                            args.max_batch, args.max_requests, log=err, step=args.step)
     app = create_app(engine, voices, api_key, log=err)
+    add_page(app, engine, voices, args.checkpoint, args.step, args.voices, bool(api_key), log=err)
     extra = None
     if wyoming_uri:
         from myxtts.serve.wyoming import serve as serve_wyoming

@@ -14,8 +14,11 @@ page only:
                    statistics come from ``measured.gpu``
     mfu_basis      e.g. "H100 SXM dense bf16 989 TFLOP/s"; achieved_tflops
     not_measured   {section id: reason} for sections the caller knows it could not measure
+    metrics        the run's metrics.jsonl records (``train.log.read_metrics``): the loss curves
+    samples        the run's samples folder (RUN/samples): the latest alignment and the audio
 
-Section ids: findings, gpu-timeline, step-time, input-bound, mfu, padding, recompiles, throughput.
+Section ids: findings, learning, alignment, samples, gpu-timeline, step-time, input-bound, mfu,
+padding, recompiles, throughput.
 The GPU section's chart (``timeline_svg``) and its text (``gpu_text``) are also what ``myxtts
 monitor`` draws and prints.
 """
@@ -25,7 +28,7 @@ from html import escape
 from pathlib import Path
 
 from myxtts.files import write_text
-from myxtts.observe import svg
+from myxtts.observe import learning, svg
 from myxtts.observe.diagnose import (
     INPUT_BOUND_HIGH_PCT,
     INPUT_BOUND_MODERATE_PCT,
@@ -52,6 +55,7 @@ th{background:#f3f4f6}.meta td:first-child{width:180px;color:#555}.nm{color:#6b7
 .verdict{padding:10px 12px;border-radius:6px;background:#eff6ff;border:1px solid #bfdbfe;margin:14px 0}
 .sev-high{background:#fee2e2}.sev-medium{background:#fef3c7}.sev-low{background:#ecfdf5}.sev-info{background:#f3f4f6}
 code{background:#f3f4f6;padding:0 3px;border-radius:3px}.small{color:#555;font-size:12px}
+h3{font-size:14px;margin:14px 0 2px}
 """
 
 
@@ -139,6 +143,20 @@ def gpu_text(g: GpuStats) -> list[str]:
     slow = {r: p for r, p in g.throttle_pct.items() if r in SLOWDOWN_REASONS}
     extra.append("clock slowdowns: " + (", ".join(f"{r} {p:.0f} %" for r, p in slow.items()) or "none"))
     return [*lines, "; ".join(extra)]
+
+
+def _learning(p: _Page) -> str:
+    return learning.curves_html(p.page.get("metrics") or []) or p.nm("learning", "no losses were logged")
+
+
+def _alignment(p: _Page) -> str:
+    return learning.alignment_html(p.page.get("samples")) or p.nm(
+        "alignment", "no sample with an alignment image (train.sample_every; the image needs matplotlib)")
+
+
+def _samples(p: _Page) -> str:
+    return learning.samples_html(p.page.get("samples")) or p.nm("samples", "no training sample was written "
+                                                                           "(train.sample_every)")
 
 
 def _gpu_timeline(p: _Page) -> str:
@@ -251,6 +269,9 @@ def render(m: Measured, diag: Diagnosis | None = None, **page) -> str:
     verdict = _code(diag.headline()[len(diag.bound) + 2:])
     sections = [
         _section("findings", "Findings", _findings(diag)),
+        _section("learning", "Loss per term (training and validation)", _learning(p)),
+        _section("alignment", "Latest alignment", _alignment(p)),
+        _section("samples", "Training samples", _samples(p)),
         _section("gpu-timeline", "GPU utilisation", _gpu_timeline(p)),
         _section("step-time", "Step time per bucket shape", _step_time(p)),
         _section("input-bound", "Input-bound %", _input_bound(p)),

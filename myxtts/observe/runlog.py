@@ -18,7 +18,7 @@ from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
-from myxtts.train.log import TrainLog
+from myxtts.train.log import TrainLog, read_metrics
 
 SAMPLE_INTERVAL_S = 1.0
 # Samples this long after the compile (or the run's start) are warm-up, not steady training: the
@@ -129,9 +129,9 @@ class RunLog(TrainLog):
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
-        write_report(self.out / "report.html", m, diag, title=f"MyXTTS run {self.out.name}",
-                     gpu_samples=samples, mfu_basis=summary.get("mfu_basis"),
-                     achieved_tflops=summary.get("achieved_tflops"))
+        write_report(self.out / "report.html", m, diag, title=f"MyXTTS report: {self.out}",
+                     gpu_samples=samples, metrics=read_metrics(self.out), samples=self.out / "samples",
+                     mfu_basis=summary.get("mfu_basis"), achieved_tflops=summary.get("achieved_tflops"))
         self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
             self._tb.close()

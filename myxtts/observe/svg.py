@@ -20,6 +20,8 @@ def _svg(height: int) -> str:
 
 
 def _num(v: float) -> str:
+    if v != 0 and abs(v) < 1:  # a loss axis: two significant digits
+        return f"{v:.2g}"
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
@@ -32,23 +34,29 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [first + i * step for i in range(n + 2) if lo - 1e-9 <= first + i * step <= hi + 1e-9]
 
 
-def line_chart(series: list[dict], hlines: list[tuple[float, str]] = ()) -> str:
-    """Percent over seconds. ``series``: dicts with ``label``, ``x``, ``y`` (None = gap) and
-    optional ``dash``/``color``; ``hlines``: (y, label) reference lines."""
-    height, ml, mr, mt, mb = 240, 48, 12, 10, 50
+def line_chart(series: list[dict], hlines: list[tuple[float, str]] = (), y_range: tuple[float, float] | None = (0, 100),
+               xlabel: str = "seconds", ylabel: str = "%", height: int = 240) -> str:
+    """Percent over seconds by default. ``series``: dicts with ``label``, ``x``, ``y`` (None = gap)
+    and optional ``dash``/``color``; ``hlines``: (y, label) reference lines; ``y_range`` None:
+    the data's own range, from zero where all values are positive."""
+    ml, mr, mt, mb = 48, 12, 10, 50
     pw, ph = WIDTH - ml - mr, height - mt - mb
     xs = [x for s in series for x in s["x"]]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     x1 = x1 if x1 > x0 else x0 + 1
+    if y_range is None:
+        ys = [y for s in series for y in s["y"] if y is not None] or [0.0, 1.0]
+        y_range = (min(0.0, min(ys)), max(ys) if max(ys) > min(0.0, min(ys)) else min(0.0, min(ys)) + 1)
+    y0, y1 = y_range
 
     def X(x):
         return ml + (x - x0) / (x1 - x0) * pw
 
     def Y(y):
-        return mt + ph - min(max(y, 0), 100) / 100 * ph
+        return mt + ph - (min(max(y, y0), y1) - y0) / (y1 - y0) * ph
 
     out = [_svg(height)]
-    for t in _ticks(0, 100):
+    for t in _ticks(y0, y1):
         out.append(f'<line x1="{ml}" x2="{ml + pw}" y1="{Y(t):.1f}" y2="{Y(t):.1f}" stroke="#e5e7eb"/>'
                    f'<text x="{ml - 6}" y="{Y(t) + 4:.1f}" text-anchor="end" fill="#555">{_num(t)}</text>')
     for t in _ticks(x0, x1, 8):
@@ -58,9 +66,9 @@ def line_chart(series: list[dict], hlines: list[tuple[float, str]] = ()) -> str:
                    f'stroke-dasharray="3 3"/><text x="{ml + pw - 4}" y="{Y(y) - 4:.1f}" text-anchor="end" '
                    f'fill="#666">{escape(label)}</text>')
     out.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#9ca3af"/>')
-    out.append(f'<text x="{ml + pw / 2}" y="{mt + ph + 30}" text-anchor="middle" fill="#333">seconds</text>'
+    out.append(f'<text x="{ml + pw / 2}" y="{mt + ph + 30}" text-anchor="middle" fill="#333">{escape(xlabel)}</text>'
                f'<text x="12" y="{mt + ph / 2}" transform="rotate(-90 12 {mt + ph / 2})" text-anchor="middle" '
-               f'fill="#333">%</text>')
+               f'fill="#333">{escape(ylabel)}</text>')
     lx = ml
     for i, s in enumerate(series):
         color = s.get("color", PALETTE[i % len(PALETTE)])

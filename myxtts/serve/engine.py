@@ -99,6 +99,7 @@ class Engine:
         # the worker reads no text (the sentences come encoded), so decoding needs no turn
         self.text_lock = threading.Lock()
         self.jobs: list[Job] = []
+        self.first_audio: deque[tuple[float, float]] = deque(maxlen=4096)  # (finished at, seconds) per request
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="myxtts-engine", daemon=True)
         self.thread.start()
@@ -172,6 +173,8 @@ class Engine:
         job.finished = True
         if job in self.jobs:
             self.jobs.remove(job)
+        if job.first_audio is not None:
+            self.first_audio.append((time.perf_counter(), job.first_audio - job.t0))
         first = "-" if job.first_audio is None else f"{(job.first_audio - job.t0) * 1000:.0f} ms"
         self.log(f"{how}: voice {job.voice.name}, {job.chars} characters, "
                  f"{job.samples / self.sample_rate:.2f} s of audio, first audio after {first}")

@@ -56,6 +56,10 @@ class Voices:
     def __getitem__(self, name: str) -> Voice:
         return self.by_name[name]
 
+    def add(self, voice: Voice) -> None:
+        """A voice made while serving (an upload), under a name not yet taken."""
+        self.by_name.setdefault(voice.name, voice)
+
     @property
     def names(self) -> list[str]:
         return list(self.by_name)

@@ -145,9 +145,10 @@ def _after_step(run: Run, loop: Loop, log, evaluate=None):
 
     def after_step(step: int) -> None:
         if step % cfg.train.val_every == 0 or step == cfg.train.max_steps:
-            val = validate(run)
-            if val is not None:
-                log.scalars(step, {"val_loss": val})
+            vals = validate(run)
+            if vals is not None:
+                log.scalars(step, vals)
+                val = vals["val_loss"]
                 if val < loop.state.best_val:
                     loop.state.best_val = val
                     loop.state.save_best = True
@@ -230,20 +231,23 @@ def _params_agree(run: Run) -> bool:
 
 
 @torch.no_grad()
-def validate(run: Run) -> float | None:
+def validate(run: Run) -> dict[str, float] | None:
     """Mean validation loss over the held-out split (all ranks, averaged), by the step's own
-    forward and loss (eager: the held-out batches' shapes are not the compiled ones)."""
+    forward and loss (eager: the held-out batches' shapes are not the compiled ones):
+    ``val_loss`` and each of its terms as ``val_TERM``."""
     core, device = run.model, run.precision.device
-    total, n = None, 0
+    totals: dict[str, torch.Tensor] = {}
+    n = 0
     core.eval()
     # Prenet dropout stays on in eval; forking the RNG keeps validation from shifting the
     # training run's random stream (exact resume depends on it).
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         for b in run.batches.validation():
-            loss = run.step_fn.forward_loss(b.tensors)["loss"]
-            total = loss if total is None else total + loss
+            for k, v in run.step_fn.forward_loss(b.tensors).items():
+                v = v.detach()
+                totals[k] = v if k not in totals else totals[k] + v
             n += 1
     core.train()
-    if total is None:
+    if not n:
         return None
-    return float(D.all_reduce_mean(total / n, run.info).item())
+    return {f"val_{k}": float(D.all_reduce_mean(v / n, run.info).item()) for k, v in sorted(totals.items())}

@@ -207,8 +207,9 @@ class World:
 
     @cached_property
     def trained(self) -> subprocess.CompletedProcess:
+        # a sample at the last step: the report's alignment and audio
         return myxtts("train", "--config", "tiny", "--data", self.cache, "--out", self.root / "run",
-                      "--no-progress", *TOY, "train.max_steps=2")
+                      "--no-progress", *TOY, "train.max_steps=2", "train.sample_every=2")
 
     @cached_property
     def run(self) -> Path:
@@ -269,6 +270,13 @@ def _train(w: World, tmp: Path) -> None:
     assert summary["mfu_pct"] is None and summary["mfu_basis"] and "mfu_by_shape" in summary
     assert (w.run / "checkpoints" / "step-00000002" / "model.safetensors").is_file()
     assert "step 2/2" in r.stderr
+    # the report shows learning: the loss per term with validation, the alignment, the sample
+    report = (w.run / "report.html").read_text()
+    assert f"<title>MyXTTS report: {w.run}</title>" in report
+    learning = report.split('<section id="learning">', 1)[1].split("</section>", 1)[0]
+    assert learning.count("<svg") >= 3 and "validation mel_l1" in learning and "not measured" not in learning
+    assert 'src="data:image/png;base64,' in report.split('<section id="alignment">', 1)[1].split("</section>")[0]
+    assert 'src="data:audio/flac;base64,' in report.split('<section id="samples">', 1)[1].split("</section>")[0]
 
 
 @row("train --stage vocoder")
@@ -320,12 +328,19 @@ def _serve(w: World, tmp: Path) -> None:
         assert r.status_code == 200, r.text
         (tmp / "hello.wav").write_bytes(r.content)
         has_sound(tmp / "hello.wav")
+        # a voice from a clip, without --voices: kept in a folder of the server's own until it stops
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/audio/voices", timeout=60, files=[
+            ("name", (None, "mine")), ("audio_sample", ("clip.wav", VOICE.read_bytes(), "audio/wav"))])
+        assert r.status_code == 201, r.text
+        (uploads,) = re.findall(r"uploaded voices go to (\S+) until the server stops", log.read_text())
+        assert (Path(uploads) / "mine").is_dir()
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: how a server is stopped
         code = proc.wait(timeout=30)
     text = log.read_text()
     assert code == 0 and "Traceback" not in text, text
     assert f"vocoder: {w.vocoder}" in text and "done: voice neutral, 12 characters" in text
+    assert not Path(uploads).exists()  # gone with the server
 
 
 @row("bench serve")

@@ -1,10 +1,19 @@
+import base64
 import dataclasses
+import io
 import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 
+import matplotlib
+import numpy as np
 import pytest
+import soundfile as sf
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 from myxtts.observe.findings import Diagnosis, Finding
 from myxtts.observe.gpu_summary import GpuSample, summarize_samples
@@ -13,7 +22,8 @@ from myxtts.observe.report import render, write_report
 
 from . import synthetic_runs as runs
 
-SECTIONS = ["findings", "gpu-timeline", "step-time", "input-bound", "mfu", "padding", "recompiles", "throughput"]
+SECTIONS = ["findings", "learning", "alignment", "samples", "gpu-timeline",
+            "step-time", "input-bound", "mfu", "padding", "recompiles", "throughput"]
 
 
 class Sections(HTMLParser):
@@ -21,7 +31,7 @@ class Sections(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.text, self.current, self.svgs, self.external = {}, None, {}, []
+        self.text, self.current, self.svgs, self.external, self.media = {}, None, {}, [], {}
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -30,8 +40,10 @@ class Sections(HTMLParser):
             self.text[self.current] = ""
         if tag == "svg" and self.current:
             self.svgs[self.current] = self.svgs.get(self.current, 0) + 1
+        if tag in ("img", "audio") and self.current:
+            self.media.setdefault(self.current, []).append(a.get("src", ""))
         for k in ("src", "href"):
-            if a.get(k):
+            if a.get(k) and not a[k].startswith("data:"):  # inline data is part of the page
                 self.external.append(a[k])
         if tag == "link" or tag == "script":
             self.external.append(tag)
@@ -43,6 +55,24 @@ class Sections(HTMLParser):
     def handle_data(self, data):
         if self.current:
             self.text[self.current] += data
+
+
+def learned(folder: Path) -> dict:
+    """A run's learning as the report reads it: metrics.jsonl records (training lines with their
+    terms, validation lines, an evaluation line) and samples/step-N/ with audio and an alignment."""
+    records = [{"step": s, "loss": 5.0 / s, "mel_l1": 2.0 / s, "duration": 1.0 / s, "lr": 1e-3, "grad_norm": 3.0,
+                "step_ms": 100.0} for s in range(1, 21)]
+    records += [{"step": s, "loss": None, "val_loss": 6.0 / s, "val_mel_l1": 2.5 / s, "val_duration": 1.2 / s}
+                for s in (10, 20)]
+    records.append({"step": 20, "loss": None, "eval_wer": 0.5})
+    rng = np.random.default_rng(0)
+    for step in (10, 20):
+        d = folder / "samples" / f"step-{step:08d}"
+        d.mkdir(parents=True)
+        sf.write(d / "sample.wav", 0.3 * np.sin(np.arange(22050) / 10.0).astype(np.float32), 22050)
+        (d / "vocoder.txt").write_text("griffin-lim\n")
+        plt.imsave(d / "attention.png", rng.random((20, 40)))
+    return {"metrics": records, "samples": folder / "samples"}
 
 
 def full_run():
@@ -65,12 +95,21 @@ def parse(html):
     return p
 
 
-def test_every_section_is_present_with_a_plot_where_data_exists():
+def test_every_section_is_present_with_a_plot_where_data_exists(tmp_path):
     m, page = full_run()
-    p = parse(render(m, **page))
+    p = parse(render(m, **page, **learned(tmp_path)))
     assert list(p.text) == SECTIONS
     for sid in ("gpu-timeline", "step-time", "input-bound", "mfu", "padding"):
         assert p.svgs.get(sid), sid
+    # one chart per loss term, the total first, training and validation each; not lr or grad_norm
+    assert p.svgs["learning"] == 3 and p.text["learning"].startswith("Loss per term (training and validation)loss")
+    assert "validation mel_l1 0.125 at step 20" in p.text["learning"] and "grad_norm" not in p.text["learning"]
+    (img,) = p.media["alignment"]
+    assert img.startswith("data:image/png;base64,iVBORw0K") and "Step 20" in p.text["alignment"]
+    assert len(p.media["samples"]) == 2 and "1.00 s" in p.text["samples"]
+    for src in p.media["samples"]:  # each plays the sample: a second of sound
+        wav, sr = sf.read(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), dtype="float32")
+        assert src.startswith("data:audio/flac;base64,") and wav.size == sr and np.abs(wav).max() > 0.2
     assert "not measured" not in "".join(p.text.values())
     assert "data.num_workers=6" in p.text["findings"]
     assert "starved" in p.text["gpu-timeline"] and "52,000.0" in p.text["throughput"]
@@ -104,7 +143,7 @@ def test_precomputed_findings_are_used_as_given():
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed")
 def test_renders_in_headless_chromium(tmp_path):
     m, extra = full_run()
-    page = write_report(tmp_path / "report.html", m, **extra)
+    page = write_report(tmp_path / "report.html", m, **extra, **learned(tmp_path))
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     f"--screenshot={shot}", "--window-size=1000,2400", page.as_uri()],

@@ -47,6 +47,7 @@ class Served:
     log: Path
     run: Path
     proc: subprocess.Popen
+    voices: Path  # its --voices folder
 
     def headers(self) -> dict:
         return {"Authorization": f"Bearer {API_KEY}"}
@@ -79,20 +80,15 @@ def make_run(root: Path) -> tuple[Path, Path, Path]:
     return run, root / "cache", voices
 
 
-@pytest.fixture(scope="session")
-def served(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    run, cache, voices = make_run(root)
+def start(root: Path, run: Path, cache: Path, voices: Path, log: Path, *extra: str) -> Served:
+    """``myxtts serve`` on the run, in a process of its own, once it answers."""
     port, wport = free_port(), free_port()
-    log = root / "serve.log"
-    # --max-requests 9: the load test's 8 clients fit; the busy test fills it
     cmd = [sys.executable, "-m", "myxtts", "serve", "--checkpoint", str(run), "--data", str(cache),
-           "--voices", str(voices), "--port", str(port), "--wyoming", f"tcp://127.0.0.1:{wport}",
-           "--max-requests", "9"]
+           "--voices", str(voices), "--port", str(port), "--wyoming", f"tcp://127.0.0.1:{wport}", *extra]
     env = dict(os.environ, MYXTTS_API_KEY=API_KEY, OMP_NUM_THREADS="1")
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-    s = Served(f"http://127.0.0.1:{port}", f"tcp://127.0.0.1:{wport}", wport, log, run, proc)
+    s = Served(f"http://127.0.0.1:{port}", f"tcp://127.0.0.1:{wport}", wport, log, run, proc, voices)
     deadline = time.time() + 120
     while True:
         assert proc.poll() is None, log.read_text()
@@ -103,8 +99,21 @@ def served(tmp_path_factory):
             pass
         assert time.time() < deadline, log.read_text()
         time.sleep(0.2)
-    yield s
-    proc.send_signal(signal.SIGTERM)  # how a service manager stops it (Ctrl-C: the every-command test)
-    assert proc.wait(timeout=30) == 0, log.read_text()
-    text = log.read_text()
+    return s
+
+
+def stop(s: Served) -> None:
+    s.proc.send_signal(signal.SIGTERM)  # how a service manager stops it (Ctrl-C: the every-command test)
+    assert s.proc.wait(timeout=30) == 0, s.log_text()
+    text = s.log_text()
     assert "Traceback" not in text and text.rstrip().endswith("myxtts serve: stopped"), text
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    run, cache, voices = make_run(root)
+    # --max-requests 9: the load test's 8 clients fit; the busy test fills it
+    s = start(root, run, cache, voices, root / "serve.log", "--max-requests", "9")
+    yield s
+    stop(s)

@@ -1,0 +1,32 @@
+"""What the page says about the run it serves and about the server's load (``GET /v1/status``)."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from myxtts.serve.page import LOAD_WINDOW_S, load, run_info
+
+
+def test_the_run_is_named_with_its_weights_why_and_their_evaluation(tmp_path):
+    run = tmp_path / "lj-run"
+    for step in (100, 200):
+        (run / "checkpoints" / f"step-{step:08d}").mkdir(parents=True)
+        (run / "checkpoints" / f"step-{step:08d}" / "model.safetensors").write_bytes(b"")
+    lines = [{"step": s, "loss": 1.0 / s} for s in range(50, 201, 50)]
+    lines += [{"step": 100, "loss": None, "eval_wer": 0.25, "eval_speaker_cosine": 0.8, "eval_dnsmos_ovrl": 2.9},
+              {"step": 200, "loss": None, "eval_wer": 0.4, "eval_speaker_cosine": 0.9}]
+    (run / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n{\"step\": 2")  # a line cut short
+    info = run_info(run, None, 100)
+    assert info["folder"] == "lj-run" and info["weights"] == "checkpoints/step-00000100/model.safetensors"
+    assert info["why"].startswith("step 100: the lowest held-out WER") and info["steps_trained"] == 200
+    assert info["eval"] == {"eval_wer": 0.25, "eval_speaker_cosine": 0.8, "eval_dnsmos_ovrl": 2.9}
+    assert info["report_path"] == str(run.resolve() / "report.html")
+    asked = run_info(run, 200, 200)  # --step 200: its own figures, without DNSMOS it did not measure
+    assert asked["why"] == "step 200, as asked" and asked["eval"] == {"eval_wer": 0.4, "eval_speaker_cosine": 0.9}
+
+
+def test_the_load_is_the_last_minute_of_first_audio():
+    engine = SimpleNamespace(in_flight=2, first_audio=[(0.0, 9.0), (100.0, 0.1), (110.0, 0.3), (115.0, 0.2)])
+    assert load(engine, now=100.0 + LOAD_WINDOW_S) == {"in_flight": 2, "requests_last_minute": 3,
+                                                        "first_audio_p50_ms": 200.0}
+    assert load(engine, now=1000.0)["first_audio_p50_ms"] is None
