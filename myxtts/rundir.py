@@ -49,6 +49,7 @@ class RunDir:
     SAMPLES = "samples"
     VOCODER = "vocoder"
     COMPILED = "compiled.bin"
+    REPORT = "report.html"
 
     config = _in_run(CONFIG)
     checkpoints = _in_run(CHECKPOINTS)
@@ -56,6 +57,7 @@ class RunDir:
     metrics = _in_run(METRICS)
     summary = _in_run(SUMMARY)
     compiled = _in_run(COMPILED)
+    report = _in_run(REPORT)
 
     def __init__(self, path):
         self.path = Path(path)

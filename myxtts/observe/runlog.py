@@ -129,7 +129,7 @@ class RunLog(TrainLog):
         m, diag = run_diagnosis(summary, self.cfg, self._no_gpu)
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
-        write_report(self.out / "report.html", m, diag, title=f"MyXTTS report: {self.out}",
+        write_report(self.run.report, m, diag, title=f"MyXTTS report: {self.out}",
                      gpu_samples=samples, metrics=read_metrics(self.out), samples=self.out / "samples",
                      mfu_basis=summary.get("mfu_basis"), achieved_tflops=summary.get("achieved_tflops"))
         self.say(where_the_time_went(summary, m, diag, self.out))

@@ -24,7 +24,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from myxtts.models.checkpoint import choose_weights, run_of
+from myxtts.rundir import RunDir, choose_weights
 from myxtts.serve import encode, uploads
 from myxtts.serve.openai_api import error
 from myxtts.train.log import read_metrics
@@ -38,16 +38,16 @@ def run_info(checkpoint, step: int | None, weights_step: int | None) -> dict:
     """What the page says about the run served: the weights :func:`choose_weights` picks (the
     engine loaded them by the same call), why, and the evaluation figures logged for their step."""
     weights, why = choose_weights(checkpoint, step)
-    run = run_of(weights)
-    info = {"folder": (run or weights.parent).name, "weights": weights.name if run is None
-            else str(weights.relative_to(run)), "why": why, "step": weights_step, "eval": None}
-    records = read_metrics(run) if run is not None else []
+    run = RunDir.of(weights)
+    info = {"folder": (run.path if run else weights.parent).name, "weights": weights.name if run is None
+            else str(weights.relative_to(run.path)), "why": why, "step": weights_step, "eval": None}
+    records = read_metrics(run.path) if run is not None else []
     trained = [r["step"] for r in records if r.get("loss") is not None]
     info["steps_trained"] = max(trained) if trained else None
     evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == weights_step]
     if evals:
         info["eval"] = {k: evals[-1][k] for k in EVAL_FIGURES if evals[-1].get(k) is not None}
-    info["report_path"] = str(run / "report.html") if run is not None else None  # written when training ends
+    info["report_path"] = str(run.report) if run is not None else None  # written when training ends
     return info
 
 
