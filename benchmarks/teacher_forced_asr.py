@@ -5,7 +5,7 @@ unintelligible means the model has not learned text → sound yet (train longer 
 intelligible teacher-forced speech with free-running babble means exposure to its own
 predictions is what breaks it.
 
-    PYTHONPATH=. python benchmarks/teacher_forced_asr.py RUN CACHE [--limit N]
+    PYTHONPATH=. python benchmarks/teacher_forced_asr.py RUN CACHE [--limit N] [--split val|train]
 """
 from __future__ import annotations
 
@@ -24,30 +24,45 @@ from myxtts.text import TextProcessor, Vocabulary
 from myxtts.vocode import MelToWave
 
 
+def teacher_forced(model, cfg, text, cache, s):
+    """One sentence ``s`` (evaluation.plan's) through the model as in training, eval mode: its
+    true mel (padded to a multiple of r), its reference's first ``data.ref_seconds`` →
+    (batch, outputs), both as the model's ``forward`` and ``losses`` take them."""
+    ids = text.encode(s.text)
+    n_ref, r = ref_frames_for(cfg.audio, cfg.data.ref_seconds), cfg.model.reduction
+    mel = torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))  # (T, M)
+    n = mel.shape[0]
+    pad = (-n) % r
+    mel_in = torch.cat([mel, mel[-1:].expand(pad, -1)])[None]  # (1, T', M), T' a multiple of r
+    ref = torch.from_numpy(np.asarray(cache.mel(s.ref)[:n_ref], dtype=np.float32))[None]  # (1, Tr, M)
+    batch = {"tokens": torch.tensor([ids]), "token_lens": torch.tensor([len(ids)]), "mel": mel_in,
+             "mel_lens": torch.tensor([n]), "ref_mel": ref, "ref_lens": torch.tensor([ref.shape[1]])}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return batch, model(batch)
+    finally:
+        model.train(was_training)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint")
     ap.add_argument("cache")
     ap.add_argument("--limit", type=int)
+    ap.add_argument("--split", default="val", choices=["val", "train"])
     args = ap.parse_args()
     model, cfg, symbols, meta = load_model(args.checkpoint)
     text = TextProcessor(cfg.text, Vocabulary(symbols))
     cache = Cache(args.cache)
     listener = Listener(threads=torch.get_num_threads())
     vocode = MelToWave(cache.audio_cfg)
-    n_ref, r, sr = ref_frames_for(cfg.audio, cfg.data.ref_seconds), cfg.model.reduction, cfg.audio.sample_rate
+    sr = cfg.audio.sample_rate
     rows = []
-    for s in plan(cache, args.limit):
-        ids = text.encode(s.text)
-        mel = torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))  # (T, M)
-        n = mel.shape[0]
-        pad = (-n) % r
-        mel_in = torch.cat([mel, mel[-1:].expand(pad, -1)])[None]  # (1, T', M), T' a multiple of r
-        ref = torch.from_numpy(np.asarray(cache.mel(s.ref)[:n_ref], dtype=np.float32))[None]  # (1, Tr, M)
-        batch = {"tokens": torch.tensor([ids]), "token_lens": torch.tensor([len(ids)]), "mel": mel_in,
-                 "mel_lens": torch.tensor([n]), "ref_mel": ref, "ref_lens": torch.tensor([ref.shape[1]])}
-        with torch.no_grad():
-            out = model(batch)
+    for s in plan(cache, args.limit, args.split):
+        batch, out = teacher_forced(model, cfg, text, cache, s)
+        n = int(batch["mel_lens"][0])
         wav = vocode(out["mel_post"][0, :n])
         rows.append({"id": s.id, "text": s.text, "teacher_forced": listener.asr.transcribe(wav, sr)})
     refs, hyps = [r_["text"] for r_ in rows], [r_["teacher_forced"] for r_ in rows]
