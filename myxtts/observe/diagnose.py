@@ -13,6 +13,14 @@ from __future__ import annotations
 import math
 
 from myxtts.config import MIN_FRAME_BUDGET
+from myxtts.observe.efficiency import (
+    SHAPE_MIN_STEPS,
+    busy_verdict,
+    flat_text,
+    kernel_findings,
+    mfu_flat,
+    throttle_findings,
+)
 from myxtts.observe.findings import Diagnosis, Finding, ranked
 from myxtts.observe.format import fmt
 from myxtts.observe.measured import Measured
@@ -28,17 +36,11 @@ SMALL_KERNEL_US = 20.0           # a median kernel this short is dominated by it
 HOST_DISPATCH_BOUND_PCT = 90.0   # host busy launching this share of the step: it cannot launch faster
 SM_UNDERFILL_PCT = 50.0          # GPM SM activity below this while NVML reads busy
 PADDING_LOW_PCT, PADDING_HIGH_PCT = 10.0, 25.0
-THROTTLE_PCT = 10.0              # share of samples with a slowdown reason active
-CLOCK_LOST_PCT = 3.0             # SM clock below its peak by less than this: normal under load, info only
-COMPUTE_MFU_PCT = 40.0           # a busy GPU at this MFU or more is compute-bound; below it, kernel-bound
-COMPUTE_TENSOR_PCT = 40.0        # ... or with its tensor cores active this share of the time (GPM)
-FLAT_MFU_SPREAD = 0.15           # MFU within this share of its mean over every shape: batch size does not move it
 OTHER_PCT = 10.0                 # wall time outside loader, copy and step
 LOW_MFU_PCT = 30.0               # MFU below this is drawn as low in the report
 RECOMPILES_HIGH = 3              # this many recompiles after warm-up: high severity
 SYNCS_HIGH = 5                   # host syncs per step: high severity
 SYNCS_STALL = 1                  # host syncs per step that stall the host enough to blur other verdicts
-SHAPE_MIN_STEPS = 5              # steps of one shape before its step-time CoV is judged
 WORKER_MARGIN = 1.25             # head-room when sizing loader workers
 MEMORY_LOW_PCT = 25.0            # peak GPU memory below this: the frame budget leaves the GPU empty
 MEMORY_ROOM_PCT = 60.0           # a compute-bound run below this has room for a larger budget
@@ -55,17 +57,6 @@ def budget_to_fill(m: Measured) -> int | None:
     if not fb or not mem or mem <= 0:
         return None
     return int(fb * MEMORY_FILL_PCT / mem) // BUDGET_STEP * BUDGET_STEP
-
-
-def mfu_flat(m: Measured) -> tuple[float, float] | None:
-    """(lowest, highest) MFU over the batch shapes timed SHAPE_MIN_STEPS times or more, when they
-    lie within FLAT_MFU_SPREAD of their mean: larger batches would not raise it."""
-    vals = [v["mfu_pct"] for v in m.mfu_by_shape.values()
-            if v.get("mfu_pct") is not None and (v.get("steps") or 0) >= SHAPE_MIN_STEPS]
-    if len(vals) < 2:
-        return None
-    lo, hi = min(vals), max(vals)
-    return (lo, hi) if hi - lo <= FLAT_MFU_SPREAD * (sum(vals) / len(vals)) else None
 
 
 def _more_budget(m: Measured) -> str | None:
@@ -119,17 +110,7 @@ def classify(m: Measured) -> tuple[str, str]:
         return "launch-bound", f"{level}, waiting for the host to launch {kernels}; {ibs}"
     if _launch_signature(m):
         return "launch-bound", f"{level}, but {busy_host}: it cannot issue work any faster; {ibs}"
-    level = f"{level} (>= {LAUNCH_BUSY_MAX_PCT:g} %) and {ibs}"
-    mfu, tensor = m.mfu_pct, m.tensor_active()
-    work = "; ".join(x for x in (f"MFU {mfu:.0f} %" if mfu is not None else "",
-                                 f"tensor cores active {tensor:.0f} % (GPM)" if tensor is not None else "") if x)
-    if (mfu is not None and mfu >= COMPUTE_MFU_PCT) or (tensor is not None and tensor >= COMPUTE_TENSOR_PCT):
-        return "compute-bound", f"{level}; {work}: the GPU itself is the limit"
-    if mfu is None and tensor is None:
-        return "busy", (f"{level}; MFU and tensor-core activity not measured, so whether its kernels do "
-                        "useful work is not known")
-    return "kernel-bound", (f"{level}, but {work} (< {COMPUTE_MFU_PCT:g} %): busy, not productive; its "
-                            "kernels do little with the time")
+    return busy_verdict(m, f"{level} (>= {LAUNCH_BUSY_MAX_PCT:g} %) and {ibs}")
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -285,34 +266,13 @@ def _r_launch(m, bound, why):
                   50.0 if pct is None else 100.0 - pct)
 
 
-def _flat_text(m: Measured) -> str:
-    flat = mfu_flat(m)
-    return (f"MFU is flat across the batch shapes ({flat[0]:.0f}-{flat[1]:.0f} % over {len(m.mfu_by_shape)}): "
-            "larger batches would not raise it" if flat else "")
-
-
-def _r_kernel(m, bound, why):
-    if bound not in ("kernel-bound", "busy"):
-        return
-    flat = _flat_text(m)
-    ev = why + (f"; {flat}" if flat else "")
-    act = ("`myxtts profile` (the step's kernels by time: the memory-bound ones, norms, casts and "
-           "elementwise work around the matmuls, are where a busy GPU's time goes)")
-    if bound == "busy":
-        yield Finding("info", "The GPU is busy; how productive is not measured", ev, act, "busy", 0.0)
-        return
-    eff = max(x for x in (m.mfu_pct, m.tensor_active()) if x is not None)
-    yield Finding("medium", "Kernel-bound: busy, but little work done per second", ev, act, "kernel",
-                  max(0.0, COMPUTE_MFU_PCT - eff) * 2)
-
-
 def _r_compute(m, bound, why):
     if bound != "compute-bound":
         return
     mem = m.mem_peak_pct
     ev = why
     if mfu_flat(m):
-        act = _flat_text(m) + "; the kernels themselves are the limit (`myxtts profile`)"
+        act = flat_text(m) + "; the kernels themselves are the limit (`myxtts profile`)"
     elif mem is not None and mem < MEMORY_ROOM_PCT:
         act = _more_budget(m) or f"`myxtts tune` (peak memory {mem:.0f} %: a larger data.frame_budget fits)"
     else:
@@ -400,7 +360,7 @@ def _r_settings(m, bound, why):
                       f"{w} workers on {cpus} CPUs: they compete with the training process",
                       f"`data.num_workers={cpus - 1}`", "workers-oversubscribed", 2)
     for g in m.gpu.gpus if m.gpu else []:
-        yield from _throttle(g)
+        yield from throttle_findings(g)
     other = m.other_pct
     if other is not None and other >= OTHER_PCT:
         le = s.log_every
@@ -408,37 +368,6 @@ def _r_settings(m, bound, why):
         yield Finding("medium", "Host time between steps",
                       f"{other:.0f} % of wall time is outside the loader, the copy and the step (>= {OTHER_PCT:g} %): "
                       f"logging, validation, checkpoints or Python between steps", act, "other", other)
-
-
-POWER_REASONS = ("sw_power_cap", "hw_power_brake")
-THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
-
-
-def _throttle(g):
-    """Lowered clocks, power and heat apart, weighed by the clock they cost: 1 - mean SM clock
-    while training / the highest sampled. A card at its power limit under load lowers its clock
-    a little, often: that is normal (info), not a fault to chase."""
-    lost = (100.0 * (1.0 - g.sm_clock_mean_mhz / g.sm_clock_max_mhz)
-            if g.sm_clock_mean_mhz and g.sm_clock_max_mhz else None)
-    for kind, reasons, fix in (
-            ("power limit", POWER_REASONS, "check the power limit and supply (`nvidia-smi -q -d POWER`)"),
-            ("heat", THERMAL_REASONS, "check cooling (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`)")):
-        slow = {r: p for r, p in g.throttle_pct.items() if r in reasons and p >= THROTTLE_PCT}
-        if not slow:
-            continue
-        top = ", ".join(f"{r} {p:.0f} % of samples" for r, p in sorted(slow.items(), key=lambda x: -x[1]))
-        if lost is None:  # a summary without the clocks: the share of samples is all there is
-            yield Finding("medium", f"GPU {g.index} clocks are lowered by its {kind}", top,
-                          f"not a MyXTTS setting: {fix}", "throttle", max(slow.values()) / 2)
-            continue
-        clocks = (f"{top}; mean SM clock {g.sm_clock_mean_mhz:.0f} MHz while training, "
-                  f"{g.sm_clock_max_mhz:.0f} MHz at its highest ({-lost:+.1f} %)")
-        if lost < CLOCK_LOST_PCT:
-            yield Finding("info", f"GPU {g.index} holds its {kind} (clock {-lost:+.1f} %)", clocks,
-                          "nothing to change: a card under full load meets its limit", "throttle", lost)
-        else:
-            yield Finding("medium", f"GPU {g.index} clocks are lowered by its {kind} ({-lost:+.0f} %)", clocks,
-                          f"not a MyXTTS setting: {fix}", "throttle", lost)
 
 
 def _r_unmeasured(m, bound, why):
@@ -449,7 +378,7 @@ def _r_unmeasured(m, bound, why):
                       "unmeasured", 0)
 
 
-RULES = [_r_device, _r_compiling, _r_idle_gpus, _r_input, _r_recompiles, _r_syncs, _r_launch, _r_kernel,
+RULES = [_r_device, _r_compiling, _r_idle_gpus, _r_input, _r_recompiles, _r_syncs, _r_launch, kernel_findings,
          _r_underfill, _r_oscillation, _r_memory, _r_padding, _r_settings, _r_compute, _r_unmeasured]
 
 
