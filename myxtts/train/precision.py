@@ -67,15 +67,19 @@ def device_name(device: torch.device | None = None) -> str:
         device = pick_device()
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model = "unknown CPU"
+    return f"{cpu_info('model name', 'unknown CPU')} ({usable_cpus()} cores)"
+
+
+def cpu_info(field: str, default: str) -> str:
+    """A field of the first CPU in /proc/cpuinfo ("model name", "vendor_id"); ``default`` where
+    there is none (another system)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+            if line.startswith(field):
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{model} ({usable_cpus()} cores)"
+    return default
 
 
 def usable_cpus() -> int:

@@ -122,14 +122,9 @@ def cpu_kind() -> str:
     "GenuineIntel AVX512": what the curve depends on beyond the code."""
     import torch
 
-    vendor = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                vendor = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from myxtts.train.precision import cpu_info
+
+    vendor = cpu_info("vendor_id", "unknown")
     return f"{vendor} {torch.backends.cpu.get_cpu_capability()}"
 
 
