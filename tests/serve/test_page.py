@@ -75,7 +75,9 @@ def test_a_new_user_speaks_a_sentence_and_their_own_voice(served, browser):
     page.wait_for_function("document.querySelectorAll('#voice option').length >= 3")
     listed = page.eval_on_selector_all("#voice option", "os => os.map(o => o.value)")
     assert {"speaker", "arctic-male", "neutral"} <= set(listed)
-    assert "newest checkpoint" in page.text_content("#run") and "in flight" in page.text_content("#load")
+    # the voices and the run's status arrive by separate requests, in either order
+    page.wait_for_function("document.querySelector('#run').textContent.includes('newest checkpoint')")
+    assert "in flight" in page.text_content("#load")
     with page.expect_popup() as opened:
         page.click("#report")
     report = opened.value
