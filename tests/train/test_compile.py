@@ -1,5 +1,11 @@
 """How the step is compiled: the auto mode per device, the durable compile cache, and compiling
 every shape up front without changing what the run trains."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -57,38 +63,49 @@ def test_torchs_own_default_folder_is_replaced_and_a_users_choice_kept(tmp_path,
 
 COMPILE_ONCE = """
 import json, sys, torch
+from pathlib import Path
 from myxtts.config import load
 from myxtts.train.build import seed_everything
-from myxtts.train.compile import cache_hits, use_cache
+from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
 seed_everything(load("tiny", ["train.deterministic=true"]))  # makes torch write its default folder
-print(use_cache())
+folder = use_cache()
+artifacts = Path(sys.argv[1]) if len(sys.argv) > 1 else None  # loaded if there, else saved to
+loaded = load_artifacts(artifacts) if artifacts else None
 f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
 f(torch.arange(8.0))
-print(json.dumps(cache_hits()))
+saved = save_artifacts(artifacts) if artifacts and not loaded else None
+print(json.dumps({"folder": str(folder), "loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
 """
 
 
-def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads_it(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-
+def _compile_once(tmp: Path, cache: str, *argv) -> dict:
+    """COMPILE_ONCE in a fresh process with the compile cache ``tmp/cache`` and the temp folder
+    ``tmp`` (torch's own default cache lives there: nothing another process compiled helps it)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    env["MYXTTS_COMPILE_CACHE"] = str(tmp_path / "cc")
+    env.update(MYXTTS_COMPILE_CACHE=str(tmp / cache), TMPDIR=str(tmp))
+    r = subprocess.run([sys.executable, "-c", COMPILE_ONCE, *map(str, argv)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
-    def once():
-        r = subprocess.run([sys.executable, "-c", COMPILE_ONCE], capture_output=True, text=True, env=env,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr
-        folder, counts = r.stdout.strip().splitlines()[-2:]
-        return folder, json.loads(counts)
 
-    folder, (hits, misses) = once()
-    assert folder == str(tmp_path / "cc" / "inductor") and misses >= 1 and hits == 0
-    assert any((tmp_path / "cc" / "inductor").rglob("*")), "nothing was written to the chosen folder"
-    _, (hits, misses) = once()
-    assert hits >= 1 and misses == 0
+@pytest.fixture(scope="module")
+def first_compile(tmp_path_factory) -> tuple[Path, dict]:
+    """A process that compiled into an empty cache ("machine-a") and saved what it compiled as
+    one file ("compiled.bin"): both tests of the compile cache start from it, as a cold compile
+    is most of what each costs."""
+    tmp = tmp_path_factory.mktemp("compile-cache")
+    return tmp, _compile_once(tmp, "machine-a", tmp / "compiled.bin")
+
+
+def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads_it(first_compile):
+    tmp, first = first_compile
+    hits, misses = first["hits_misses"]
+    assert first["folder"] == str(tmp / "machine-a" / "inductor") and misses >= 1 and hits == 0
+    assert any((tmp / "machine-a" / "inductor").rglob("*")), "nothing was written to the chosen folder"
+    second = _compile_once(tmp, "machine-a")  # the same folder, and no file of artifacts
+    hits, misses = second["hits_misses"]
+    assert second["loaded"] is None and hits >= 1 and misses == 0
 
 
 def _restarts() -> int:
@@ -227,10 +244,6 @@ print(json.dumps({"graphs": compiled_graphs(), "worst_abs_diff": worst, "losses"
 
 
 def _start(which: str, cache):
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     return subprocess.Popen([sys.executable, "-c", SYMBOLIC_STEP, which], stdout=subprocess.PIPE,
@@ -238,8 +251,6 @@ def _start(which: str, cache):
 
 
 def _result(p) -> dict:
-    import json
-
     out, err = p.communicate(timeout=900)
     assert p.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
@@ -341,47 +352,20 @@ def test_a_gpu_step_refuses_bucket_lengths_that_split_its_graph():
     C.check_padding(12, torch.device("cpu"), "default")  # no such kernel on a CPU
 
 
-ARTIFACTS_ONCE = """
-import json, sys, torch
-from pathlib import Path
-from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
-use_cache()
-path = Path(sys.argv[1])
-loaded = load_artifacts(path)
-f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
-f(torch.arange(8.0))
-saved = None if loaded else save_artifacts(path)
-print(json.dumps({"loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
-"""
-
-
-def test_compiled_kernels_travel_as_one_file_to_a_machine_with_an_empty_cache(tmp_path):
+def test_compiled_kernels_travel_as_one_file_to_a_machine_with_an_empty_cache(first_compile):
     """What a run compiled is saved as one file; a process with a compile cache of its own,
     empty (a new machine), loads it and compiles nothing anew."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     if not hasattr(torch.compiler, "save_cache_artifacts"):
         pytest.skip(f"torch {torch.__version__} has no portable compile cache")
-    artifacts = tmp_path / "compiled.bin"
-
-    def once(cache: str) -> dict:
-        env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-        env.update(MYXTTS_COMPILE_CACHE=str(tmp_path / cache), TMPDIR=str(tmp_path))
-        r = subprocess.run([sys.executable, "-c", ARTIFACTS_ONCE, str(artifacts)], capture_output=True,
-                           text=True, env=env, timeout=600)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])
-
-    first = once("machine-a")
+    tmp, first = first_compile
+    artifacts = tmp / "compiled.bin"
     assert first["loaded"] is None and first["saved"] > 0 and first["hits_misses"][1] >= 1
-    second = once("machine-b")
+    second = _compile_once(tmp, "machine-b", artifacts)
     assert "loaded from" in second["loaded"], second
     assert second["hits_misses"][0] >= 1 and second["hits_misses"][1] == 0, second
-    artifacts.write_bytes(b"not a cache")  # damaged: nothing loaded, and a line that says so
+    damaged = tmp / "damaged.bin"
+    damaged.write_bytes(b"not a cache")  # nothing loaded, and a line that says so
     from myxtts.train.compile import load_artifacts
 
-    assert "not loaded" in load_artifacts(artifacts) and "compiling anew" in load_artifacts(artifacts)
-    assert load_artifacts(tmp_path / "none.bin") is None  # a run that compiled nothing yet
+    assert "not loaded" in load_artifacts(damaged) and "compiling anew" in load_artifacts(damaged)
+    assert load_artifacts(tmp / "none.bin") is None  # a run that compiled nothing yet
