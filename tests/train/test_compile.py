@@ -115,17 +115,35 @@ def _restarts() -> int:
     return len(compilation_time_metrics.get("compile_attempt_1", []))
 
 
-def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(lj_cache):
-    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend="aot_eager",
-                    with_batches=False)
+@pytest.fixture(scope="module")
+def compiled_up_front(lj_cache) -> dict:
+    """The step compiled for every shape before training (``compile_shapes``), with aot_eager
+    behind a backend that notes inductor's mix-order reduction setting when the step is handed
+    to it, and what compiling changed: both tests below read this one compile."""
+    import torch._inductor.config as icfg
+
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+    mix_order = []
+
+    def backend(gm, example_inputs):  # what inductor would read, when it would read it
+        mix_order.append(getattr(icfg.triton, "mix_order_reduction_non_strict_mode", None))
+        return aot_eager(gm, example_inputs)
+
+    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend=backend, with_batches=False)
     before = {k: v.clone() for k, v in run.model.state_dict().items()}
     rng = torch.get_rng_state()
     seen = []
     restarts = _restarts()
     C.compile_shapes(run, lambda k, n, s: seen.append((k, n)))
-    assert _restarts() == restarts  # the step is traced once: a restart traces it all again
-    assert seen == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
-    assert torch.equal(torch.get_rng_state(), rng)
+    return {"run": run, "before": before, "rng_kept": torch.equal(torch.get_rng_state(), rng),
+            "progress": seen, "restarts": _restarts() - restarts, "mix_order": mix_order}
+
+
+def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(compiled_up_front):
+    run, before = compiled_up_front["run"], compiled_up_front["before"]
+    assert compiled_up_front["restarts"] == 0  # the step is traced once: a restart traces it all again
+    assert compiled_up_front["progress"] == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
+    assert compiled_up_front["rng_kept"]
     assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
     assert all(p.grad is None for p in run.model.parameters())
     assert run.optimizer.state == {} or all(not s for s in run.optimizer.state.values())
@@ -316,28 +334,15 @@ def test_the_aligner_on_the_host_compiles_without_cuda_graphs():
     assert C.resolve_compile("auto", torch.device("cpu"), False, host_copies=True)[0] == "off"
 
 
-def test_gpu_only_compiler_decisions_are_kept_off_the_shapes_while_the_step_compiles(lj_cache):
+def test_gpu_only_compiler_decisions_are_kept_off_the_shapes_while_the_step_compiles(compiled_up_front):
     """Inductor's mix-order reduction (Triton, GPUs only) guards the batch size and lengths to
     one side of a size unless its non-strict mode is on: on an H100 the step compiled three times
     for eight shapes. A CPU never runs that code, so what is checked is the setting itself, read
     by the backend at the moment the step is handed to it (torch.compile may run it later than
     compile_step, and nothing may have put it back by then)."""
-    import torch._inductor.config as icfg
-
     if "torch._inductor.config:triton.mix_order_reduction_non_strict_mode" in LACKING:
         pytest.skip(f"torch {torch.__version__} has no mix-order reduction: nothing to keep off")
-    seen = []
-
-    def backend(gm, example_inputs):  # what inductor would read, when it would read it
-        seen.append(icfg.triton.mix_order_reduction_non_strict_mode)
-        return gm.forward
-
-    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend=backend, with_batches=False)
-    from myxtts.data.sampler import shape_plans
-    from myxtts.train.batches import BucketBatches
-
-    bb = BucketBatches(run.cache, run.cfg, run.device)
-    run.step_fn.compile_shape(bb.device_batch(shape_plans(run.sampler)[0]).tensors)
+    seen = compiled_up_front["mix_order"]
     assert seen and all(seen), seen
 
 
