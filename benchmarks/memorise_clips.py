@@ -36,9 +36,7 @@ from myxtts.commands.common import EXIT_OK, EXIT_STOPPED  # noqa: E402
 from myxtts.data.cache import Cache  # noqa: E402
 from myxtts.evaluate import metrics  # noqa: E402
 from myxtts.evaluate.evaluation import Listener, plan, speak_sentences  # noqa: E402
-from myxtts.models.checkpoint import load_model  # noqa: E402
-from myxtts.text import TextProcessor, Vocabulary  # noqa: E402
-from myxtts.vocode import MelToWave  # noqa: E402
+from myxtts.infer import Synthesizer  # noqa: E402
 
 CLIPS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ljspeech"
 TRAIN = ["--config", "tiny", "train.max_steps=6800"]  # the 2026-11-26 record's command
@@ -78,15 +76,13 @@ def regions(mel: torch.Tensor, dur: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def score(run: Path, cache_dir: Path, threads: int) -> dict:
-    model, cfg, symbols, meta = load_model(run)
-    model.eval()
-    text = TextProcessor(cfg.text, Vocabulary(symbols))
+    synth = Synthesizer(run, log=lambda *_: None)  # Griffin-Lim: the run has no vocoder
+    model, cfg, text, vocode, meta = synth.model, synth.cfg, synth.text, synth.to_wave, synth.meta
     cache = Cache(cache_dir)
     listener = Listener(threads=threads)
-    vocode = MelToWave(cache.audio_cfg)
     sr = cfg.audio.sample_rate
     sentences = plan(cache, split="train")
-    spoken = speak_sentences(model, cfg, text, cache, sentences, vocode, seed=0, log=lambda *_: None)
+    spoken = speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
     rows, terms, region_err = [], {}, {}
     for s, sp in zip(sentences, spoken):
         batch, out = teacher_forced(model, cfg, text, cache, s)

@@ -36,12 +36,14 @@ from myxtts.files import atomic_write
 from myxtts.rundir import resolve_checkpoint
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
 # weights would load without an error and compute something else. Version 3 replaced the
 # HiFi-GAN vocoder with the Fourier-head one: vocoder files before it hold another network.
-READABLE = {"acoustic": {"2", "3"}, "vocoder": {"3"}}
+# Version 4 added ``model.frame_position`` (default "local"): acoustic files before it have no
+# such setting and were all "absolute" (:func:`_settings_before`).
+READABLE = {"acoustic": {"2", "3", "4"}, "vocoder": {"3", "4"}}
 KINDS = ("acoustic", "vocoder")
 
 
@@ -142,13 +144,21 @@ def load_weights(model: nn.Module, path) -> dict:
     return meta
 
 
+def _settings_before(version: str, data: dict) -> dict:
+    """A saved config with the values an older format version meant where it has no setting:
+    a default that changed would otherwise rebuild another network around old weights."""
+    if int(version) < 4 and isinstance(data.get("model"), dict):
+        data = {**data, "model": {"frame_position": "absolute", **data["model"]}}
+    return data
+
+
 def describe(path) -> tuple[Config, list[str], dict]:
     """A checkpoint file's (cfg, vocab_symbols, meta), read from its header alone; meta: the
     header strings, with ``step`` as int or None and ``path`` added."""
     path = Path(path)
     meta = dict(read_metadata(path))
     try:
-        cfg = from_dict(upgrade(yaml.safe_load(meta["config"])))
+        cfg = from_dict(_settings_before(meta["format_version"], upgrade(yaml.safe_load(meta["config"]))))
         vocab = json.loads(meta["vocab"])
     except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
         raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None

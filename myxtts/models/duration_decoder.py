@@ -1,8 +1,8 @@
 """Non-autoregressive mel decoder driven by token durations (FastSpeech 2 / FastPitch style):
 
     text memory (B, Tt, d) ──× alignment (B, Tm, Tt)──▶ one text vector per frame (B, Tm, d)
-      + frame positions ──transformer (bidirectional self-attention over the frames,
-                          cross-attention to the conditioning latents)──▶ mel (B, Tm, M)
+      ──transformer (bidirectional self-attention over the frames, cross-attention to the
+                     conditioning latents, feed-forwards convolving over 3 frames)──▶ mel (B, Tm, M)
       ──conv post-net──▶ mel_post
 
 In training the alignment is the aligner's hard path for the true mel (models.aligner), learned
@@ -65,9 +65,12 @@ class DurationDecoder(nn.Module):
         d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
         self.aligner = Aligner(d, n_mels)
         self.duration = DurationPredictor(d, cfg.postnet_channels, cfg.dropout)
-        self.alpha = nn.Parameter(torch.ones(1))
+        # "local": order comes from convolving feed-forwards alone; "absolute": from each
+        # frame's position in the utterance, scaled by a learned alpha (see ModelConfig)
+        self.local = cfg.frame_position == "local"
+        self.alpha = None if self.local else nn.Parameter(torch.ones(1))
         self.blocks = nn.ModuleList(
-            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout)
+            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=3 if self.local else 1)
             for _ in range(cfg.decoder_layers))
         self.memory_kv = MemoryKV(d, cfg.decoder_layers, cfg.n_heads)  # of the latents only
         self.norm = norm(d)
@@ -86,13 +89,16 @@ class DurationDecoder(nn.Module):
         mel_post (B, Tm, M)."""
         b, tm, _ = align.shape
         x = align.to(text.dtype) @ text  # (B, Tm, d): each frame's token vector
-        pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
-        x = self.dropout(x + self.alpha * pos.to(x.dtype)).reshape(b * tm, self.d)
+        if not self.local:
+            pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
+            x = x + self.alpha * pos.to(x.dtype)
+        x = self.dropout(x).reshape(b * tm, self.d)
         frame_mask = length_mask(frame_lens, tm)  # (B, Tm)
         self_bias = attention_bias(frame_mask, compute_dtype(x))  # (B, 1, 1, Tm)
         kv = self.memory_kv(latents)
+        keep = frame_mask if self.local else None
         for i, block in enumerate(self.blocks):
-            x, _ = block(x, b, kv[i], self_bias=self_bias)  # (B*Tm, d)
+            x, _ = block(x, b, kv[i], self_bias=self_bias, keep=keep)  # (B*Tm, d)
         pre = self.mel_out(self.norm(x)).view(b, tm, self.n_mels)
         return pre, pre + self.postnet(pre, frame_mask)
 

@@ -62,16 +62,28 @@ def sinusoidal_positions(positions: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP d → ff_mult*d → d with GELU."""
+    """MLP d → ff_mult*d → d with GELU, position-wise; with ``kernel`` > 1 its first layer is a
+    convolution over each sequence's rows instead (FastPitch's and FastSpeech 2's feed-forward):
+    a row then hears its neighbours, which is how the duration decoder's frames learn where they
+    sit in their phone without absolute positions."""
 
-    def __init__(self, dim: int, ff_mult: int, dropout: float):
+    def __init__(self, dim: int, ff_mult: int, dropout: float, kernel: int = 1):
         super().__init__()
-        self.fc1 = nn.Linear(dim, dim * ff_mult)
+        self.fc1 = nn.Linear(dim, dim * ff_mult) if kernel == 1 else \
+            nn.Conv1d(dim, dim * ff_mult, kernel, padding=kernel // 2)
         self.fc2 = nn.Linear(dim * ff_mult, dim)
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.gelu(self.fc1(x), approximate="tanh")
+    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """x (N, d) rows → (N, d). A convolving one needs ``keep`` (B, T) bool, the rows as B
+        sequences of T with False at padding: padding is zeroed first, so no sequence hears it."""
+        if keep is None:
+            h = self.fc1(x)  # (N, ff)
+        else:
+            b, t = keep.shape
+            seq = x.view(b, t, -1) * keep[..., None].to(x.dtype)  # (B, T, d)
+            h = self.fc1(seq.transpose(1, 2)).transpose(1, 2).reshape(b * t, -1)  # (B*T, ff)
+        h = F.gelu(h, approximate="tanh")
         return F.dropout(self.fc2(h), self.dropout, self.training)
 
 
@@ -195,25 +207,26 @@ class DecoderBlock(nn.Module):
     the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
     memory's keys and values come projected (``kv_proj``, one layer's share of ``MemoryKV``).
     With ``self_bias`` (a key-padding bias over the rows' own sequence) the self-attention is
-    bidirectional instead: the duration decoder's frames see each other both ways."""
+    bidirectional instead: the duration decoder's frames see each other both ways. With
+    ``ff_kernel`` > 1 the feed-forward convolves over the sequence and takes ``keep`` (B, S)."""
 
-    def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
+    def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float, ff_kernel: int = 1):
         super().__init__()
         self.norm1, self.norm2, self.norm3 = norm(dim), norm(dim), norm(dim)
         self.self_attn = Attention(dim, n_heads, dropout)
         self.cross_attn = Attention(dim, n_heads, dropout, cross=True, own_kv=False)
-        self.ff = FeedForward(dim, ff_mult, dropout)
+        self.ff = FeedForward(dim, ff_mult, dropout, ff_kernel)
         self.dropout = dropout
 
     def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0,
-                self_bias=None):
+                self_bias=None, keep=None):
         a, _ = self.self_attn(self.norm1(x), b, bias=self_bias, causal=self_bias is None,
                               cache=cache, pos=pos)
         x = x + F.dropout(a, self.dropout, self.training)
         c, w = self.cross_attn(self.norm2(x), b, bias=mem_bias, kv_proj=kv_proj,
                                need_weights=need_weights)
         x = x + F.dropout(c, self.dropout, self.training)
-        return x + self.ff(self.norm3(x)), w
+        return x + self.ff(self.norm3(x), keep), w
 
 
 class MemoryKV(nn.Linear):

@@ -86,6 +86,9 @@ class XTTS(nn.Module):
             nn.init.normal_(module.out.weight, std=0.02 / math.sqrt(2 * n_layers))
         elif isinstance(module, FeedForward):
             nn.init.normal_(module.fc2.weight, std=0.02 / math.sqrt(2 * n_layers))
+            if isinstance(module.fc1, nn.Conv1d):  # as the Linear it stands for
+                nn.init.normal_(module.fc1.weight, std=0.02)
+                nn.init.zeros_(module.fc1.bias)
 
     # ------------------------------------------------------------------------ conditioning
     def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None, ref_emb=None):

@@ -21,7 +21,7 @@ import torch
 
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
-from myxtts.models.checkpoint import load_weights, read_metadata, save_model
+from myxtts.models.checkpoint import describe, load_weights, read_metadata, save_model
 from myxtts.rundir import MODEL_FILE, RunDir
 from myxtts.train.plan import CHECKPOINT_FILE
 
@@ -105,9 +105,7 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
     meta = read_metadata(path / "model.safetensors")
     section = "vocoder" if meta["kind"] == "vocoder" else "model"
     if meta.get("config"):
-        import yaml
-
-        saved = yaml.safe_load(meta["config"]) or {}
+        saved = describe(path / "model.safetensors")[0].to_dict()  # as its format version meant it
         old = saved.get(section, {})
         now = cfg.to_dict()[section]
         diff = sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k))

@@ -134,7 +134,7 @@ def test_vocoder_files_of_the_hifigan_format_are_refused_by_version(tmp_path):
     for old in ("1", "2"):
         save_file(load_file(str(path)), str(tmp_path / "old.safetensors"), metadata={**meta, "format_version": old})
         with pytest.raises(UserError, match=f"vocoder checkpoint of format version {old} .* reads vocoder "
-                                            "checkpoints of format version 3"):
+                                            "checkpoints of format version 3, 4"):
             load_model(tmp_path / "old.safetensors")
 
 
@@ -151,3 +151,25 @@ def test_an_acoustic_model_from_before_the_vocoder_changed_still_loads(tmp_path)
               metadata={**meta, "config": yaml.safe_dump(old), "format_version": "2"})
     model, loaded, _, meta = load_model(tmp_path / "old.safetensors")
     assert loaded == cfg and meta["kind"] == "acoustic"
+
+
+def test_a_duration_model_from_before_frame_positions_were_a_setting_speaks_as_it_did(tmp_path):
+    """Format-3 files have no ``model.frame_position`` and were all "absolute" (positions in the
+    utterance, position-wise feed-forwards): read today, where the default is "local", they
+    must rebuild that network and compute what they computed, not fail on the weights."""
+    cfg = tiny("model.decoder=duration", "model.frame_position=absolute")
+    model = _model(cfg).eval()
+    path = save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS)
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    old = yaml.safe_load(meta["config"])
+    del old["model"]["frame_position"]
+    save_file(load_file(str(path)), str(tmp_path / "old.safetensors"),
+              metadata={**meta, "config": yaml.safe_dump(old), "format_version": "3"})
+    loaded, loaded_cfg, _, _ = load_model(tmp_path / "old.safetensors")
+    assert loaded_cfg.model.frame_position == "absolute" and loaded_cfg == cfg
+    batch = random_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
+    # the same file under the new default is another network: its weights would not fit
+    assert tiny().model.frame_position == "local"

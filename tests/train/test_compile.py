@@ -1,5 +1,11 @@
 """How the step is compiled: the auto mode per device, the durable compile cache, and compiling
 every shape up front without changing what the run trains."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -57,38 +63,49 @@ def test_torchs_own_default_folder_is_replaced_and_a_users_choice_kept(tmp_path,
 
 COMPILE_ONCE = """
 import json, sys, torch
+from pathlib import Path
 from myxtts.config import load
 from myxtts.train.build import seed_everything
-from myxtts.train.compile import cache_hits, use_cache
+from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
 seed_everything(load("tiny", ["train.deterministic=true"]))  # makes torch write its default folder
-print(use_cache())
+folder = use_cache()
+artifacts = Path(sys.argv[1]) if len(sys.argv) > 1 else None  # loaded if there, else saved to
+loaded = load_artifacts(artifacts) if artifacts else None
 f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
 f(torch.arange(8.0))
-print(json.dumps(cache_hits()))
+saved = save_artifacts(artifacts) if artifacts and not loaded else None
+print(json.dumps({"folder": str(folder), "loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
 """
 
 
-def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads_it(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-
+def _compile_once(tmp: Path, cache: str, *argv) -> dict:
+    """COMPILE_ONCE in a fresh process with the compile cache ``tmp/cache`` and the temp folder
+    ``tmp`` (torch's own default cache lives there: nothing another process compiled helps it)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-    env["MYXTTS_COMPILE_CACHE"] = str(tmp_path / "cc")
+    env.update(MYXTTS_COMPILE_CACHE=str(tmp / cache), TMPDIR=str(tmp))
+    r = subprocess.run([sys.executable, "-c", COMPILE_ONCE, *map(str, argv)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
-    def once():
-        r = subprocess.run([sys.executable, "-c", COMPILE_ONCE], capture_output=True, text=True, env=env,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr
-        folder, counts = r.stdout.strip().splitlines()[-2:]
-        return folder, json.loads(counts)
 
-    folder, (hits, misses) = once()
-    assert folder == str(tmp_path / "cc" / "inductor") and misses >= 1 and hits == 0
-    assert any((tmp_path / "cc" / "inductor").rglob("*")), "nothing was written to the chosen folder"
-    _, (hits, misses) = once()
-    assert hits >= 1 and misses == 0
+@pytest.fixture(scope="module")
+def first_compile(tmp_path_factory) -> tuple[Path, dict]:
+    """A process that compiled into an empty cache ("machine-a") and saved what it compiled as
+    one file ("compiled.bin"): both tests of the compile cache start from it, as a cold compile
+    is most of what each costs."""
+    tmp = tmp_path_factory.mktemp("compile-cache")
+    return tmp, _compile_once(tmp, "machine-a", tmp / "compiled.bin")
+
+
+def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads_it(first_compile):
+    tmp, first = first_compile
+    hits, misses = first["hits_misses"]
+    assert first["folder"] == str(tmp / "machine-a" / "inductor") and misses >= 1 and hits == 0
+    assert any((tmp / "machine-a" / "inductor").rglob("*")), "nothing was written to the chosen folder"
+    second = _compile_once(tmp, "machine-a")  # the same folder, and no file of artifacts
+    hits, misses = second["hits_misses"]
+    assert second["loaded"] is None and hits >= 1 and misses == 0
 
 
 def _restarts() -> int:
@@ -98,17 +115,35 @@ def _restarts() -> int:
     return len(compilation_time_metrics.get("compile_attempt_1", []))
 
 
-def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(lj_cache):
-    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend="aot_eager",
-                    with_batches=False)
+@pytest.fixture(scope="module")
+def compiled_up_front(lj_cache) -> dict:
+    """The step compiled for every shape before training (``compile_shapes``), with aot_eager
+    behind a backend that notes inductor's mix-order reduction setting when the step is handed
+    to it, and what compiling changed: both tests below read this one compile."""
+    import torch._inductor.config as icfg
+
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+    mix_order = []
+
+    def backend(gm, example_inputs):  # what inductor would read, when it would read it
+        mix_order.append(getattr(icfg.triton, "mix_order_reduction_non_strict_mode", None))
+        return aot_eager(gm, example_inputs)
+
+    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend=backend, with_batches=False)
     before = {k: v.clone() for k, v in run.model.state_dict().items()}
     rng = torch.get_rng_state()
     seen = []
     restarts = _restarts()
     C.compile_shapes(run, lambda k, n, s: seen.append((k, n)))
-    assert _restarts() == restarts  # the step is traced once: a restart traces it all again
-    assert seen == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
-    assert torch.equal(torch.get_rng_state(), rng)
+    return {"run": run, "before": before, "rng_kept": torch.equal(torch.get_rng_state(), rng),
+            "progress": seen, "restarts": _restarts() - restarts, "mix_order": mix_order}
+
+
+def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(compiled_up_front):
+    run, before = compiled_up_front["run"], compiled_up_front["before"]
+    assert compiled_up_front["restarts"] == 0  # the step is traced once: a restart traces it all again
+    assert compiled_up_front["progress"] == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
+    assert compiled_up_front["rng_kept"]
     assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
     assert all(p.grad is None for p in run.model.parameters())
     assert run.optimizer.state == {} or all(not s for s in run.optimizer.state.values())
@@ -227,10 +262,6 @@ print(json.dumps({"graphs": compiled_graphs(), "worst_abs_diff": worst, "losses"
 
 
 def _start(which: str, cache):
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     return subprocess.Popen([sys.executable, "-c", SYMBOLIC_STEP, which], stdout=subprocess.PIPE,
@@ -238,8 +269,6 @@ def _start(which: str, cache):
 
 
 def _result(p) -> dict:
-    import json
-
     out, err = p.communicate(timeout=900)
     assert p.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
@@ -305,28 +334,15 @@ def test_the_aligner_on_the_host_compiles_without_cuda_graphs():
     assert C.resolve_compile("auto", torch.device("cpu"), False, host_copies=True)[0] == "off"
 
 
-def test_gpu_only_compiler_decisions_are_kept_off_the_shapes_while_the_step_compiles(lj_cache):
+def test_gpu_only_compiler_decisions_are_kept_off_the_shapes_while_the_step_compiles(compiled_up_front):
     """Inductor's mix-order reduction (Triton, GPUs only) guards the batch size and lengths to
     one side of a size unless its non-strict mode is on: on an H100 the step compiled three times
     for eight shapes. A CPU never runs that code, so what is checked is the setting itself, read
     by the backend at the moment the step is handed to it (torch.compile may run it later than
     compile_step, and nothing may have put it back by then)."""
-    import torch._inductor.config as icfg
-
     if "torch._inductor.config:triton.mix_order_reduction_non_strict_mode" in LACKING:
         pytest.skip(f"torch {torch.__version__} has no mix-order reduction: nothing to keep off")
-    seen = []
-
-    def backend(gm, example_inputs):  # what inductor would read, when it would read it
-        seen.append(icfg.triton.mix_order_reduction_non_strict_mode)
-        return gm.forward
-
-    run = build_run(load("tiny", FAST), lj_cache, compile="default", backend=backend, with_batches=False)
-    from myxtts.data.sampler import shape_plans
-    from myxtts.train.batches import BucketBatches
-
-    bb = BucketBatches(run.cache, run.cfg, run.device)
-    run.step_fn.compile_shape(bb.device_batch(shape_plans(run.sampler)[0]).tensors)
+    seen = compiled_up_front["mix_order"]
     assert seen and all(seen), seen
 
 
@@ -341,47 +357,20 @@ def test_a_gpu_step_refuses_bucket_lengths_that_split_its_graph():
     C.check_padding(12, torch.device("cpu"), "default")  # no such kernel on a CPU
 
 
-ARTIFACTS_ONCE = """
-import json, sys, torch
-from pathlib import Path
-from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
-use_cache()
-path = Path(sys.argv[1])
-loaded = load_artifacts(path)
-f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
-f(torch.arange(8.0))
-saved = None if loaded else save_artifacts(path)
-print(json.dumps({"loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
-"""
-
-
-def test_compiled_kernels_travel_as_one_file_to_a_machine_with_an_empty_cache(tmp_path):
+def test_compiled_kernels_travel_as_one_file_to_a_machine_with_an_empty_cache(first_compile):
     """What a run compiled is saved as one file; a process with a compile cache of its own,
     empty (a new machine), loads it and compiles nothing anew."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     if not hasattr(torch.compiler, "save_cache_artifacts"):
         pytest.skip(f"torch {torch.__version__} has no portable compile cache")
-    artifacts = tmp_path / "compiled.bin"
-
-    def once(cache: str) -> dict:
-        env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-        env.update(MYXTTS_COMPILE_CACHE=str(tmp_path / cache), TMPDIR=str(tmp_path))
-        r = subprocess.run([sys.executable, "-c", ARTIFACTS_ONCE, str(artifacts)], capture_output=True,
-                           text=True, env=env, timeout=600)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])
-
-    first = once("machine-a")
+    tmp, first = first_compile
+    artifacts = tmp / "compiled.bin"
     assert first["loaded"] is None and first["saved"] > 0 and first["hits_misses"][1] >= 1
-    second = once("machine-b")
+    second = _compile_once(tmp, "machine-b", artifacts)
     assert "loaded from" in second["loaded"], second
     assert second["hits_misses"][0] >= 1 and second["hits_misses"][1] == 0, second
-    artifacts.write_bytes(b"not a cache")  # damaged: nothing loaded, and a line that says so
+    damaged = tmp / "damaged.bin"
+    damaged.write_bytes(b"not a cache")  # nothing loaded, and a line that says so
     from myxtts.train.compile import load_artifacts
 
-    assert "not loaded" in load_artifacts(artifacts) and "compiling anew" in load_artifacts(artifacts)
-    assert load_artifacts(tmp_path / "none.bin") is None  # a run that compiled nothing yet
+    assert "not loaded" in load_artifacts(damaged) and "compiling anew" in load_artifacts(damaged)
+    assert load_artifacts(tmp / "none.bin") is None  # a run that compiled nothing yet

@@ -20,7 +20,10 @@ other vector kernels, whose sums round differently, and training amplifies the d
 CPU makers more than the tolerance: the same code's curve on an Intel Xeon lies 0.06 on average
 from an AMD EPYC's, as far as the sampler regression below moved it. So the curve is stored per
 kind of CPU (maker and torch's vector capability, ``cpu_kind``), and a machine is compared with
-its own kind's curve only; a kind with no stored curve fails and says how to add one.
+its own kind's curve at ``CURVE_TOLERANCE``. A change to learning stores the curve of the kind it
+was made on only (the others are stale); a kind with no stored curve is compared with the nearest
+stored one at ``CROSS_KIND_TOLERANCE``, twice the spread between makers: a weaker guard (it
+catches a change of 0.15 on average, not the sampler's 0.08), until its own curve is added.
 Dropout is off here because torch draws CPU dropout masks with MKL on Intel CPUs and with its
 own generator on others: with it on, an Intel machine would train on other masks altogether.
 The tolerances below were measured by running the same code with torch's kernels forced to
@@ -52,6 +55,9 @@ FIXED_STEPS = 3
 # thread moved the curve by 0.006 on average (0.023 at most, one point: the mean is the steadier
 # test), the sampler without filler rows by 0.081; the fixed-batch losses moved by 2e-7.
 CURVE_TOLERANCE = 0.03
+# The same code's curves of an AMD EPYC and an Intel Xeon lay 0.077 apart on average
+# (learning.json, "between_makers"); a machine of a kind with no curve of its own is held to twice that.
+CROSS_KIND_TOLERANCE = 0.15
 STEP_RTOL = 1e-4
 
 
@@ -128,24 +134,31 @@ def cpu_kind() -> str:
     return f"{vendor} {torch.backends.cpu.get_cpu_capability()}"
 
 
+def mean_distance(curve: dict[str, float], stored: dict[str, float]) -> float:
+    assert list(curve) == list(stored), (curve, stored)
+    return sum(abs(curve[k] - stored[k]) for k in stored) / len(stored)
+
+
 def test_the_default_model_learns_as_the_stored_curve(guard_cache, tmp_path):
     curves = json.loads(STORED.read_text())["curves"]
     kind = cpu_kind()
-    if kind not in curves:
-        pytest.fail(f"no stored learning curve for this kind of CPU ({kind}; stored: {', '.join(curves)}). "
-                    "On a checkout whose learning nothing has changed, add it with "
-                    "`.venv/bin/python -m tests.train.test_learning --add-cpu`")
-    stored = curves[kind]["curve"]
     curve = learning_curve(guard_cache, tmp_path / "run")
-    assert list(curve) == list(stored), (curve, stored)
-    diffs = [abs(curve[k] - stored[k]) for k in stored]
-    moved = sum(diffs) / len(diffs)
-    assert moved <= CURVE_TOLERANCE, (
-        f"the validation curve moved by {moved:.4f} on average, {max(diffs):.4f} at most "
-        f"(tolerance {CURVE_TOLERANCE} on average):\n"
+    if kind in curves:
+        against, tolerance = kind, CURVE_TOLERANCE
+    else:  # the weaker guard, until this kind's own curve is added (the module docstring)
+        against = min(curves, key=lambda k: mean_distance(curve, curves[k]["curve"]))
+        tolerance = CROSS_KIND_TOLERANCE
+    stored = curves[against]["curve"]
+    moved = mean_distance(curve, stored)
+    assert moved <= tolerance, (
+        f"the validation curve moved by {moved:.4f} on average, "
+        f"{max(abs(curve[k] - stored[k]) for k in stored):.4f} at most, from the stored curve of "
+        f"{against} (this CPU: {kind}; tolerance {tolerance} on average):\n"
         f"  now    {curve}\n  stored {stored}\n"
         "a change to data, sampler, model or loss that moves it is a regression until a record "
-        "shows the voice is no worse; see this file's docstring")
+        "shows the voice is no worse; see this file's docstring"
+        + ("" if kind in curves else "; on a checkout whose learning nothing has changed, add this "
+           "kind's own curve with `.venv/bin/python -m tests.train.test_learning --add-cpu`"))
 
 
 @pytest.mark.parametrize("decoder", ["duration", "autoregressive"])

@@ -5,7 +5,9 @@ import time
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file
+import yaml
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from myxtts.rundir import RunDir
 from tests.conftest import kill_when
@@ -124,6 +126,17 @@ def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "model.d_model=64 (now 32)" in r.stderr
     assert len(r.stderr.strip().splitlines()) <= 3
+    # a run from before model files had format 4: its frames had absolute positions, which its
+    # header does not say; resumed under today's default, the message names what it meant
+    model_file = next((run / "checkpoints").iterdir()) / "model.safetensors"
+    with safe_open(str(model_file), "pt") as f:
+        meta = dict(f.metadata())
+    old = yaml.safe_load(meta["config"])
+    del old["model"]["frame_position"]
+    save_file(load_file(str(model_file)), str(model_file),
+              metadata={**meta, "config": yaml.safe_dump(old), "format_version": "3"})
+    r = run_train(lj_cache, run, "train.max_steps=4")
+    assert r.returncode == 2 and "model.frame_position='absolute' (now 'local')" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("installed", [False, True])
