@@ -65,9 +65,11 @@ class DurationDecoder(nn.Module):
         d, self.d, self.r, self.n_mels = cfg.d_model, cfg.d_model, cfg.reduction, n_mels
         self.aligner = Aligner(d, n_mels)
         self.duration = DurationPredictor(d, cfg.postnet_channels, cfg.dropout)
-        # "local": order comes from convolving feed-forwards alone; "absolute": from each
-        # frame's position in the utterance, scaled by a learned alpha (see ModelConfig)
-        self.local = cfg.frame_position == "local"
+        # "local" and "token": order comes from convolving feed-forwards, and with "token" also
+        # from each frame's index within its token; "absolute": from each frame's position in
+        # the utterance, scaled by a learned alpha (see ModelConfig)
+        self.local = cfg.frame_position != "absolute"
+        self.in_token = cfg.frame_position == "token"
         self.alpha = None if self.local else nn.Parameter(torch.ones(1))
         self.blocks = nn.ModuleList(
             DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=3 if self.local else 1)
@@ -89,6 +91,10 @@ class DurationDecoder(nn.Module):
         mel_post (B, Tm, M)."""
         b, tm, _ = align.shape
         x = align.to(text.dtype) @ text  # (B, Tm, d): each frame's token vector
+        if self.in_token:  # DurIAN: how far into its phone a frame is, whatever came before
+            count = align.cumsum(dim=1) * align  # (B, Tm, Tt): 1, 2, .. along each token's frames
+            index = (count.sum(dim=2) - 1).clamp(min=0)  # (B, Tm): 0 at a token's first frame
+            x = x + sinusoidal_positions(index, self.d).to(x.dtype)
         if not self.local:
             pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
             x = x + self.alpha * pos.to(x.dtype)
