@@ -77,9 +77,11 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
         """x (N, d) rows → (N, d). A convolving one needs ``keep`` (B, T) bool, the rows as B
         sequences of T with False at padding: padding is zeroed first, so no sequence hears it."""
-        if keep is None:
+        if isinstance(self.fc1, nn.Linear):
             h = self.fc1(x)  # (N, ff)
         else:
+            if keep is None:
+                raise ValueError("a convolving feed-forward needs keep: which rows are padding")
             b, t = keep.shape
             seq = x.view(b, t, -1) * keep[..., None].to(x.dtype)  # (B, T, d)
             h = self.fc1(seq.transpose(1, 2)).transpose(1, 2).reshape(b * t, -1)  # (B*T, ff)

@@ -1,16 +1,18 @@
 """The duration decoder (``model.decoder=duration``): shapes, the masking contract, generation
 lengths from the predicted durations, and on real speech, that it learns a monotonic alignment,
 the durations and the mel together."""
+import pytest
 import torch
 
+from myxtts.models.aligner import durations_to_alignment
 from myxtts.models.duration_decoder import frames_at_pace, length_scale_of
 from myxtts.models.xtts import XTTS
 
 from .conftest import SILENCE, fit, lj_batch, random_batch, still_model, tiny
 
 
-def _model():
-    return still_model("model.decoder=duration")
+def _model(*overrides: str):
+    return still_model("model.decoder=duration", *overrides)
 
 
 def test_forward_shapes_and_alignment():
@@ -27,8 +29,9 @@ def test_forward_shapes_and_alignment():
         assert (out["dur"][i, :n] >= 1).all() and (out["dur"][i, n:] == 0).all()
 
 
-def test_padding_does_not_change_valid_outputs():
-    model, _ = _model()
+@pytest.mark.parametrize("frame_position", ["token", "local", "absolute"])
+def test_padding_does_not_change_valid_outputs(frame_position):
+    model, _ = _model(f"model.frame_position={frame_position}")
     tight = random_batch()
     loose = random_batch(tt=23 + 7, tm=64 + 16, tr=48 + 10)  # same data, more padding
     with torch.no_grad():
@@ -44,8 +47,9 @@ def test_padding_does_not_change_valid_outputs():
         torch.testing.assert_close(la[k], lb[k], atol=1e-5, rtol=1e-5)
 
 
-def test_losses_are_finite_and_reach_every_parameter():
-    model, _ = _model()
+@pytest.mark.parametrize("frame_position", ["token", "local", "absolute"])
+def test_losses_are_finite_and_reach_every_parameter(frame_position):
+    model, _ = _model(f"model.frame_position={frame_position}")
     model.train()
     batch = random_batch()
     losses = model.losses(batch, model(batch))
@@ -114,3 +118,27 @@ def test_tiny_duration_model_learns_real_speech():
     ratio = lens.float() / batch["mel_lens"].float()
     assert bool(((ratio > 0.75) & (ratio < 1.33)).all()), (lens, batch["mel_lens"])
     assert torch.isfinite(mels).all()
+
+
+def test_a_frame_carries_its_index_within_its_token():
+    """``token``: the frames of a token differ by how far into it they are, and only by that: a
+    frame's vector depends on its token and its index there, not on what came before."""
+    model, cfg = _model("model.frame_position=token")
+    d = cfg.model.d_model
+    text = torch.randn(1, 3, d)
+    seen = {}
+
+    def first_block(_, args):
+        seen["x"] = args[0].clone()  # (B*Tm, d): what the decoder's first layer reads
+
+    model.decoder.blocks[0].register_forward_pre_hook(first_block)
+    latents, lens = torch.zeros(1, 1, d), torch.tensor([6])
+    for dur in ([2, 3, 1], [1, 3, 2]):
+        align = durations_to_alignment(torch.tensor([dur]), 6)  # (1, 6, 3)
+        with torch.no_grad():
+            model.decoder._decode(align, text, latents, lens)
+        seen[tuple(dur)] = seen.pop("x")
+    a, b = seen[(2, 3, 1)], seen[(1, 3, 2)]
+    torch.testing.assert_close(a[2:5], b[1:4])  # token 1's three frames, wherever they start
+    assert not torch.allclose(a[2], a[3])  # its first and second frames differ
+    torch.testing.assert_close(a[0], b[0])  # the first frame of token 0 in both

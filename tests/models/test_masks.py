@@ -2,7 +2,9 @@
 the KV-cached generation step reproduces the teacher-forced pass."""
 import torch
 
-from myxtts.models.layers import length_mask
+import pytest
+
+from myxtts.models.layers import FeedForward, length_mask
 from myxtts.models.mel_decoder import normalize_mel
 
 from .conftest import SILENCE, random_batch, still_model
@@ -125,3 +127,20 @@ def test_generate_restores_training_mode():
     batch = random_batch()
     model.generate(batch["tokens"], batch["token_lens"], batch["ref_mel"], batch["ref_lens"], max_steps=2)
     assert model.training
+
+
+def test_a_convolving_feed_forward_hears_neighbours_and_never_padding():
+    torch.manual_seed(0)
+    ff = FeedForward(8, 2, 0.0, kernel=3)
+    x = torch.randn(2 * 5, 8)  # (B*T, d): 2 sequences of 5 rows
+    keep = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    out = ff(x, keep)
+    noisy = x.clone().view(2, 5, 8)
+    noisy[1, 3:] = 100.0  # what padding rows hold does not matter
+    torch.testing.assert_close(ff(noisy.view(10, 8), keep).view(2, 5, 8)[1, :3], out.view(2, 5, 8)[1, :3])
+    moved = x.clone().view(2, 5, 8)
+    moved[0, 2] += 1.0  # a row's neighbours hear it; rows two away do not
+    diff = (ff(moved.view(10, 8), keep) - out).view(2, 5, 8).abs().sum(-1)[0]
+    assert (diff[1:4] > 0).all() and diff[0] == 0 and diff[4] == 0
+    with pytest.raises(ValueError, match="keep"):
+        ff(x)
