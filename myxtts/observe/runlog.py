@@ -141,7 +141,9 @@ def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measure
     """The figures of a run's summary as diagnosis inputs, and the diagnosis."""
     gpu = GpuSummary.from_dict(summary.get("gpu"))
     name = gpu.gpus[0].name if gpu and gpu.gpus else ""
-    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=name,
+    # the cores of the machine that ran it (summaries before they were written: this machine's)
+    cpus = (summary.get("software") or {}).get("cpu_count")
+    settings = Settings.from_config(cfg, device=summary.get("device", ""), device_name=name, cpu_count=cpus,
                                     compile=summary.get("compile"), world_size=summary.get("world_size", 1))
     if summary.get("frame_budget"):  # what data.frame_budget=auto chose: the budget the run trained with
         settings = dataclasses.replace(settings, frame_budget=summary["frame_budget"])

@@ -30,7 +30,7 @@ from myxtts.train.compile import (
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
 from myxtts.train.plan import Plan, asked_lr
-from myxtts.train.precision import device_name
+from myxtts.train.precision import device_name, usable_cpus
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -112,7 +112,7 @@ def software() -> dict:
     import platform
 
     triton = importlib.util.find_spec("triton") and __import__("triton").__version__
-    return {"host_cpu": device_name(torch.device("cpu")), "torch": torch.__version__,
+    return {"host_cpu": device_name(torch.device("cpu")), "cpu_count": usable_cpus(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "triton": triton or None, "python": platform.python_version()}
 
 

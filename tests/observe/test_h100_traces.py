@@ -203,3 +203,18 @@ def test_the_compiled_h100_run_is_kernel_bound_with_its_mfu_and_no_cooling_advic
     assert not any(f.rule == "oscillation" for f in d.findings)
     out = where_the_time_went(s, m, d)
     assert "MFU 24.6 %" in out and "H100 SXM dense bf16 989 TFLOP/s" in out and "tensor cores active 26 %" in out
+
+
+def test_a_summary_is_judged_with_the_cores_of_the_machine_that_ran_it(monkeypatch):
+    """Read on a 2-core laptop, the H100 host's 8 loader workers on 16 cores are not too many."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    s = _compiled_run_2027()
+    cfg = load("base", ["text.mode=characters", "data.num_workers=8"])
+    s["software"] = {"cpu_count": 16}
+    m, d = run_diagnosis(s, cfg)
+    assert m.settings.cpu_count == 16 and not any(f.rule == "workers-oversubscribed" for f in d.findings)
+    del s["software"]  # a summary written before the count was: the reading machine's, as before
+    m, d = run_diagnosis(s, cfg)
+    assert m.settings.cpu_count == 2 and any(f.rule == "workers-oversubscribed" for f in d.findings)

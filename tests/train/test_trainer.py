@@ -62,6 +62,8 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
     assert summary["steps"] == 3 and summary["recompiles_after_warmup"] == 0
     assert RunDir(tmp_path / "run").cache() == Path(lj_cache).resolve()  # recorded, so eval and serve find it
     assert summary["frame_budget"] == 1200  # the budget the diagnosis judges (FAST sets it)
+    from myxtts.train.precision import usable_cpus
+    assert summary["software"]["cpu_count"] == usable_cpus()  # a trace read elsewhere is judged by these
     assert "where the time went" in r.stderr
 
 
