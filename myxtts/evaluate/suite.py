@@ -1,5 +1,5 @@
-"""Evaluate a trained checkpoint on a cache's held-out split and write the report
-(``myxtts eval``): the library side of the command."""
+"""Evaluate a trained checkpoint on a cache's held-out split, or on new sentences in its voices,
+and write the report (``myxtts eval``): the library side of the command."""
 from __future__ import annotations
 
 import datetime
@@ -10,7 +10,7 @@ import torch
 from myxtts.data.cache import Cache
 from myxtts.errors import UserError
 from myxtts.evaluate import require
-from myxtts.evaluate.evaluation import Listener, evaluate, plan
+from myxtts.evaluate.evaluation import Listener, evaluate, plan, plan_texts
 from myxtts.evaluate.report import write_report
 from myxtts.models.checkpoint import trained_voices
 from myxtts.rundir import default_cache
@@ -21,13 +21,21 @@ MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin"
 
 def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
                         device: str | None = None, asr_model=None, seed: int = 0, log=print,
-                        split: str = "val", step: int | None = None) -> dict:
-    """Synthesize, score and report; → the summary written to ``out/eval.json``."""
+                        split: str = "val", step: int | None = None, sentences: str | Path | None = None) -> dict:
+    """Synthesize, score and report; → the summary written to ``out/eval.json``. ``sentences``: a
+    text file of new sentences, one per line, spoken in the cache's training voices instead of
+    ``split``."""
     require()  # before loading anything: a missing extra is the first thing to say
     from myxtts.infer import Synthesizer
 
     if limit is not None and limit < 1:
         raise UserError("--limit must be at least 1")
+    texts = None
+    if sentences is not None:
+        try:
+            texts = Path(sentences).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--sentences {sentences}: cannot read it ({e})") from None
     synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
     data = Path(data) if data is not None else default_cache(checkpoint)
     cache = Cache(data)
@@ -35,15 +43,18 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
             "in the model" for k in MEL_KEYS if getattr(cache.audio_cfg, k) != getattr(synth.cfg.audio, k)]
     if diff:
         raise UserError(f"{data} holds other mel features than the model was trained on: " + "; ".join(diff))
-    sentences = plan(cache, limit, split)
-    which = "held-out" if split == "val" else "training"
-    log(f"evaluating {len(sentences)} {which} sentence(s) of {data} with {synth.meta['path']}, "
-        f"mels to audio through {synth.to_wave.name}")
+    if texts is not None:
+        chosen, which, split = plan_texts(cache, texts, limit), f"new ({sentences})", "new"
+    else:
+        chosen, which = plan(cache, limit, split), "held-out" if split == "val" else "training"
+    log(f"evaluating {len(chosen)} {which} sentence(s) in the voices of {data} with "
+        f"{synth.meta['path']}, mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
-    result = evaluate(synth, cache, sentences, listener,
+    result = evaluate(synth, cache, chosen, listener,
                       seed=seed, log=log, trained_voices=trained_voices(synth.meta))
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
-            "split": split, "vocoder": synth.to_wave.name,
+            "split": split, "sentences_file": None if sentences is None else str(sentences),
+            "vocoder": synth.to_wave.name,
             "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",
             "device": str(synth.device), "seed": seed,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}

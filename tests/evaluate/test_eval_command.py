@@ -10,7 +10,8 @@ from myxtts import cli
 from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
-from myxtts.evaluate.evaluation import DNSMOS, ZERO_SHOT, plan
+from myxtts.evaluate.evaluation import DNSMOS, NEW_TEXT, ZERO_SHOT, plan, plan_texts
+from myxtts.errors import UserError
 from myxtts.models.checkpoint import read_metadata, trained_voices
 from myxtts.rundir import resolve_checkpoint
 
@@ -65,6 +66,30 @@ def test_eval_scores_a_voice_the_model_never_heard_against_its_training_voices(t
     assert report["zero_shot_nearest_trained_cosine"] == pytest.approx(unheard["speaker_cosine_nearest_trained"])
     nearer = unheard["speaker_cosine"] > unheard["speaker_cosine_nearest_trained"]
     assert report["zero_shot_identified"] == float(nearer)
+
+
+def test_eval_speaks_new_sentences_and_scores_only_the_output(tiny_run, tmp_path, capsys):
+    run, _ = tiny_run
+    text = tmp_path / "new.txt"
+    text.write_text("\nPrinting is an old art.\nThe river was cold.\n", encoding="utf-8")
+    assert cli.main(["eval", "--checkpoint", str(run), "--sentences", str(text),
+                     "--out", str(tmp_path / "eval")]) == 0
+    out = capsys.readouterr()
+    assert "2 new" in out.err and "not measured (new sentences" in out.out
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert report["sentences"] == 2 and report["split"] == "new" and report["sentences_file"] == str(text)
+    assert [r["text"] for r in report["per_sentence"]] == ["Printing is an old art.", "The river was cold."]
+    assert report["wer"] is not None and report["speaker_cosine"] is not None
+    for key in ("wer_ground_truth", "wer_copy_synthesis", "dnsmos_ovrl_ground_truth", "duration_ratio"):
+        assert report[key] is None and report["not_measured"][key] == NEW_TEXT, key
+    row = report["per_sentence"][0]
+    assert row["seconds_ground_truth"] is None and "wav_ground_truth" not in row
+    assert (tmp_path / "eval" / row["wav"]).stat().st_size > 1000
+    assert (tmp_path / "eval" / "eval.html").read_text().count("<audio") == 2
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    assert cli.main(["eval", "--checkpoint", str(run), "--sentences", str(empty), "--out", str(tmp_path / "e2")]) == 2
+    assert "no text" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module, dist", [("faster_whisper", "faster-whisper"), ("speechmos", "speechmos")])
@@ -124,3 +149,21 @@ class _PseudoCache(_Cache):  # anna again at 0.9 times her speed: a copy of her 
 def test_plan_takes_the_control_from_another_recorded_voice_not_a_pseudo_speaker():
     (sentence,) = plan(_PseudoCache())
     assert sentence.id == "a2" and sentence.other == 3  # ben's, not anna~speed0.9's
+
+
+def test_new_sentences_go_to_the_training_voices_in_turn():
+    sentences = plan_texts(_Cache(), ["  ", "first", "second", "third"])
+    assert [(s.id, s.text, s.speaker, s.index) for s in sentences] == [
+        ("new-001", "first", "anna", None), ("new-002", "second", "ben", None), ("new-003", "third", "anna", None)]
+    assert [(s.ref, s.other) for s in sentences] == [(0, 2), (2, 0), (0, 2)]  # training utterances
+    assert len(plan_texts(_Cache(), ["a", "b", "c"], limit=2)) == 2
+    with pytest.raises(UserError, match="no text"):
+        plan_texts(_Cache(), ["", " "])
+
+
+def test_the_bundled_new_sentences_are_in_none_of_the_demo_recordings():
+    demo = ROOT / "data" / "demo"
+    new = [t for t in (demo / "new_sentences.txt").read_text(encoding="utf-8").splitlines() if t.strip()]
+    recorded = {cell.strip().lower() for line in (demo / "metadata.csv").read_text(encoding="utf-8").splitlines()
+                for cell in line.split("|")[1:3]}
+    assert len(new) == 20 and not [t for t in new if t.lower() in recorded]
