@@ -10,8 +10,8 @@ from myxtts import cli
 from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
-from myxtts.evaluate.evaluation import DNSMOS, NEW_TEXT, ZERO_SHOT, plan, plan_texts
 from myxtts.errors import UserError
+from myxtts.evaluate.evaluation import DNSMOS, NEW_TEXT, ZERO_SHOT, plan, plan_texts
 from myxtts.models.checkpoint import read_metadata, trained_voices
 from myxtts.rundir import resolve_checkpoint
 

@@ -1,8 +1,7 @@
 """Shapes, and the masking contract: extra padding never changes the outputs at valid positions;
 the KV-cached generation step reproduces the teacher-forced pass."""
-import torch
-
 import pytest
+import torch
 
 from myxtts.models.layers import FeedForward, length_mask
 from myxtts.models.mel_decoder import normalize_mel
