@@ -5,6 +5,10 @@ Every command that times training steps (the trainer's ``fit``, ``profile``, ``d
 a step. Per step it records:
 
 * data wait  -- host time blocked in ``next(batches)``: the GPU may starve during it;
+* input idle -- of that wait, the time the device had no work: the gap on the device between
+                the previous step's end and this step's start (CUDA events), capped at the wait.
+                A host that runs ahead of the GPU waits for data while the GPU still computes
+                the step before, and that wait costs nothing;
 * compute    -- device time of the step (forward, loss, backward, optimizer): CUDA events on the
                 compute stream, keyed by the batch shape (B, Tt, Tm, as the sampler names it),
                 because a compiled step has one cost per shape and oscillation is the CoV of
@@ -13,7 +17,8 @@ a step. Per step it records:
                 time of forward(+loss), backward(+clipping) and optimizer(+schedule) within it;
 * wall       -- host time from one ``step_done`` to the next.
 
-input-bound % = data wait / wall (docs/design.md, "How we measure"); the host-to-device copy is
+input-bound % = input idle / wall, and host wait % = data wait / wall (docs/design.md, "How we
+measure"); on a CPU, or on a GPU the host does not run ahead of, they are equal. The host-to-device copy is
 overlapped by the prefetcher and only a profiler trace can see what of it is exposed, so
 ``myxtts profile`` adds that share and nothing here reports it. ``other_pct`` is what is left
 (logging, checkpoints, Python between steps).
@@ -129,6 +134,7 @@ class _Acc:
     steps: int = 0
     wall_s: float = 0.0
     data_wait_s: float = 0.0
+    input_idle_s: float = 0.0
     compute_ms: float = 0.0
     phase_ms: dict = field(default_factory=dict)
     frames: float = 0.0
@@ -172,6 +178,8 @@ class StepTimer:
         self._phase = None                  # (name, start mark) of the phase in progress
         self._open: list = []               # (kind, shape, start, end, first) of the step in progress
         self._pending: deque = deque()      # (counted, kind, shape, start, end, first), in stream order
+        self._prev_end = None               # a mark where the previous step's device work ended
+        self._gaps: deque = deque()         # (counted, start, end, wait s): the device before a step
         self._seen: set = set()
         self.first_ms: dict[str, float] = {}  # first (compiling) step per shape
         self.history: list[tuple[float, str, float, bool]] = []  # (end s since origin, shape, wall ms, counted)
@@ -198,11 +206,17 @@ class StepTimer:
         first = key not in self._seen
         self._seen.add(key)
         a = self._clock.mark()
+        # the device's gap before this step, with its own marks (the intervals release theirs);
+        # with no step before it (the first, or after an evaluation) the device had nothing to do
+        gap = (self._prev_end, self._clock.mark()) if self._prev_end is not None else (None, None)
+        self._gaps.append((self.step >= self.warmup_steps, *gap, self._wait_s))
+        self._prev_end = None
         try:
             yield
         finally:
             self._close_phase()
             self._open.append(("compute", key, a, self._clock.mark(), first))
+            self._prev_end = self._clock.mark()
 
     def phase(self, name: str) -> None:
         """``TrainStep`` hook: a phase of the step (forward, backward, optimizer) starts here and
@@ -219,6 +233,9 @@ class StepTimer:
     def restart(self) -> None:
         """Leave the time since the last step (a periodic evaluation) out of the next step's."""
         self._last = None
+        if self._prev_end is not None:
+            self._clock.release(self._prev_end)
+            self._prev_end = None
 
     def step_done(self, frames: float = 0, samples: float = 0) -> None:
         """Close one optimizer step: its wall time runs from the previous step_done (or the first
@@ -269,6 +286,21 @@ class StepTimer:
                     sh = acc.shapes.setdefault(key, _Shape())
                     sh.times.add(ms)
                     sh.recent.append(ms)
+        while self._gaps:
+            counted, a, b, wait_s = self._gaps[0]
+            if b is not None and not c.ready(b):
+                if not wait:
+                    break
+                c.wait(b)
+            self._gaps.popleft()
+            idle_s = wait_s
+            if b is not None:
+                idle_s = min(wait_s, max(0.0, c.ms(a, b) / 1000.0))
+                c.release(a)
+                c.release(b)
+            if counted:
+                for acc in (self._total, self._win):
+                    acc.input_idle_s += idle_s
 
     def window(self) -> dict:
         """Statistics since the previous ``window()`` call, for the progress line (no sync)."""
@@ -317,13 +349,14 @@ class StepTimer:
             tput = {"frames_per_s": acc.frames / wall_s, "samples_per_s": acc.samples / wall_s}
             if self.frames_per_second:
                 tput["audio_s_per_s"] = acc.frames / self.frames_per_second / wall_s
-        ib, comp = pct(wait_ms), pct(acc.compute_ms)
+        ib, comp = pct(acc.input_idle_s * 1000.0), pct(acc.compute_ms)
         return {
             "steps": acc.steps,
             "wall_s": wall_s,
             "step_ms": acc.wall.mean if acc.steps else None,
             "step_cov_pct": acc.wall.cov_pct,
             "input_bound_pct": ib,
+            "host_wait_pct": pct(wait_ms),
             "compute_pct": comp,
             "other_pct": None if ib is None else max(0.0, 100.0 - ib - comp),
             "phase_ms": {k: v / acc.steps for k, v in acc.phase_ms.items()} if acc.steps else {},

@@ -166,3 +166,58 @@ def test_full_speed_is_the_end_of_the_first_step_of_a_fast_run_of_steps():
     _step(slow, clk, wait=0.0, compute=5.0)
     _step(slow, clk, wait=0.0, compute=5.0)
     assert slow.full_speed_s() is None  # nothing after warm-up: no median to be near
+
+
+class FakeGpu:
+    """A device queue on a FakeTime host clock: a mark is the time the queue reaches it, a step's
+    work runs after the work before it, and the host blocks once it is ``depth`` seconds ahead
+    (CUDA's launch queue is finite)."""
+
+    def __init__(self, clk, depth=0.2):
+        self.clk, self.depth, self.busy_until = clk, depth, clk.t
+
+    def __call__(self, device):  # stands in for the _CudaClock class
+        return self
+
+    def mark(self):
+        return max(self.clk.t, self.busy_until)
+
+    def ready(self, m):
+        return m <= self.clk.t
+
+    def wait(self, m):
+        self.clk.t = max(self.clk.t, m)
+
+    def ms(self, a, b):
+        return (b - a) * 1000.0
+
+    def release(self, m):
+        pass
+
+    def run(self, seconds):
+        self.busy_until = max(self.clk.t, self.busy_until) + seconds
+        self.clk.t = max(self.clk.t, self.busy_until - self.depth)
+
+
+@pytest.mark.parametrize("gpu_s, wait_s, idle_pct", [(0.070, 0.001, 0.0), (0.002, 0.010, 81.8)])
+def test_input_bound_on_a_gpu_is_the_wait_the_device_sat_idle_through(monkeypatch, gpu_s, wait_s, idle_pct):
+    """A host ahead of the GPU waits for data while the GPU still computes: 1.4 % host wait, 0 %
+    input-bound. A GPU done before the next batch arrives idles through the wait: of each 11 ms
+    step (1 ms launching, 10 ms waiting), the device worked 2 ms and idled 9 of the 10 waited."""
+    from myxtts.train import timers
+
+    clk = FakeTime()
+    gpu = FakeGpu(clk)
+    monkeypatch.setattr(timers, "_CudaClock", gpu)
+    timer = StepTimer("cuda:0", warmup_steps=5, now=clk)
+    for _ in range(60):
+        with timer.data_wait():
+            clk.advance(wait_s)
+        with timer.compute((16, 768)):
+            gpu.run(gpu_s)
+            clk.advance(0.001)  # launching
+        timer.step_done(frames=1000, samples=16)
+    s = timer.summary()
+    assert s["input_bound_pct"] == pytest.approx(idle_pct, abs=0.1)
+    assert s["host_wait_pct"] == pytest.approx(100 * wait_s / s["step_ms"] * 1000, rel=1e-3)
+    assert s["host_wait_pct"] > 1.0
