@@ -58,7 +58,7 @@ def run_figures(s: dict) -> dict:
             "recompiles_after_warmup": s.get("recompiles_after_warmup"),
             "step_ms": s.get("step_ms"), "step_cov_pct": s.get("step_cov_pct"),
             "frames_per_s": (s.get("throughput") or {}).get("frames_per_s"),
-            "input_bound_pct": s.get("input_bound_pct"),
+            "input_bound_pct": s.get("input_bound_pct"), "host_wait_pct": s.get("host_wait_pct"),
             "gpu_util_mean_pct": (g.get("util") or {}).get("mean"),
             "gpu_util_p5_pct": (g.get("util") or {}).get("p5"),
             "gpm_sm_active_mean_pct": (g.get("sm_active") or {}).get("mean"),
@@ -122,6 +122,7 @@ def commit(given: str | None) -> tuple[str | None, str | None]:
 
 
 WHY_NONE = {"input_bound_pct": "no step was timed after warm-up",
+            "host_wait_pct": "no step was timed after warm-up",
             "graphs_compiled": "the run compiled nothing (eager)",
             "time_to_full_speed_s": "the steps never ran 8 in a row within 10 % of their shape's median "
                                     "(train/timers.py)"}
@@ -192,6 +193,7 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
         "tensor_active_mean_pct": pick(cold, "tensor_active_mean_pct", "tensor_active_mean_pct"),
         "graphs_compiled": pick(cold, "graphs_compiled", "graphs_compiled"),
         "input_bound_pct": pick(cold, "input_bound_pct", "input_bound_pct"),
+        "host_wait_pct": pick(cold, "host_wait_pct", "host_wait_pct"),
         "recompiles_after_warmup": both("recompiles_after_warmup"),
         "time_to_full_speed_s": both("time_to_full_speed_s"),
         "time_to_full_speed_from_process_start_s": both("time_to_full_speed_from_process_start_s"),
@@ -246,7 +248,8 @@ def markdown(r: dict, stem: Path) -> str:
              f"| MFU % ({r['mfu_from']}{'; ' + r['mfu_basis'] if r['mfu_basis'] else ''}) | {fig('mfu_pct')} |",
              f"| tensor cores active, mean % (GPM, cold run) | {fig('tensor_active_mean_pct')} |",
              f"| graphs compiled before step 1 (cold run; 1 serves every shape) | {fig('graphs_compiled')} |",
-             f"| input-bound % (cold run) | {fig('input_bound_pct')} |"]
+             f"| input-bound % (cold run: the GPU idle while the loop waited for data) | {fig('input_bound_pct')} |",
+             f"| host wait % (cold run: the loop waiting for data, the GPU busy or not) | {fig('host_wait_pct')} |"]
     for k in ("cold", "warm"):
         lines.append(f"| recompiles after warm-up, {k} | {fig('recompiles_after_warmup', k)} |")
     for k in ("cold", "warm"):
