@@ -150,7 +150,8 @@ def check_finite(in_a_row: int, step: int, run: Run) -> None:
 
 def fit(loop: Loop, out, log, after_step=None) -> dict:
     """Train from the loop's step to ``train.max_steps``, or until a stop; returns the summary.
-    ``after_step(step)`` runs after each step (validation, samples)."""
+    ``after_step(step, ending)`` runs after each step (validation, samples); ``ending``: the
+    run's time budget ends it after this step."""
     run, cfg, timer = loop.run, loop.run.cfg.train, loop.timer
     info = run.info
     stopper = StopRequested()
@@ -177,8 +178,6 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             in_a_row = run.step_fn.skipped_run_if_ready()
             if in_a_row is not None:
                 check_finite(in_a_row, step, run)
-            if after_step is not None:
-                after_step(step)
             out_of_time = bool(cfg.time_budget_s) and \
                 time.perf_counter() - t_start > cfg.time_budget_s
             # Under DDP agreeing on a stop costs a collective, so ranks compare notes every
@@ -186,6 +185,10 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             stop = False
             if not info.enabled or step % check_every == 0:
                 stop = D.any_flag(stopper.flag or out_of_time, info, run.device)
+            if after_step is not None:
+                # a run whose time is up ends here, as at max_steps: its last weights are
+                # validated too, so the best weights can be them (a stop request exits at once)
+                after_step(step, ending=stop and D.any_flag(out_of_time, info, run.device))
             if step % cfg.checkpoint_every == 0 or last or stop:
                 loop.save(out)
             if stop:

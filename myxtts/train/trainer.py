@@ -143,8 +143,8 @@ def _after_step(run: Run, loop: Loop, log, evaluate=None):
         return None
     cfg, info = run.cfg, run.info
 
-    def after_step(step: int) -> None:
-        if step % cfg.train.val_every == 0 or step == cfg.train.max_steps:
+    def after_step(step: int, ending: bool = False) -> None:
+        if step % cfg.train.val_every == 0 or step == cfg.train.max_steps or ending:
             vals = validate(run)
             if vals is not None:
                 log.scalars(step, vals)

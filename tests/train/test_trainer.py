@@ -44,6 +44,17 @@ def test_sigterm_checkpoints_and_exits_cleanly(lj_cache, tmp_path):
     ckpts = list((tmp_path / "run" / "checkpoints").glob("step-*/model.safetensors"))
     assert len(ckpts) == 1
     assert load_file(str(ckpts[0]))  # plain safetensors, no pickle
+    assert not any("val_loss" in line for line in metrics.read_text().splitlines())  # exits at once
+
+
+def test_a_run_its_time_budget_ends_validates_its_last_weights(lj_cache, tmp_path):
+    """The weights a voice is spoken with are the best validated ones: when time is up between
+    two validations, the last step's weights are validated too, or the best would be older."""
+    r = run_train(lj_cache, tmp_path / "run", "train.max_steps=100000", "train.time_budget_s=0.001")
+    assert r.returncode == 75 and "time budget reached: stopped at step 1" in r.stderr, r.stderr
+    recs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in recs if "val_loss" in x] == [1]
+    assert RunDir(tmp_path / "run").best.is_file()
 
 
 def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
