@@ -108,12 +108,13 @@ class ModelConfig:
                       help="duration: every frame at once from aligned text and learned token "
                       "durations (the one that says new sentences); autoregressive: XTTS's mel "
                       "decoder, each step fed its previous frames")
-    frame_position: str = _f("local", choices=["token", "local", "absolute"],
+    frame_position: str = _f("local", choices=["local", "token", "absolute"],
                              help="duration decoder: how a frame knows where it is. local: each "
                              "layer's feed-forward convolves over 3 frames, with no position in "
                              "the utterance, so a frame off by one in the predicted durations "
                              "still sounds its phone; token: local, and each frame also carries "
-                             "its index within its token (DurIAN); absolute: the frame's sinusoidal position in "
+                             "its index within its token (DurIAN): clearer for one voice, but on "
+                             "8 voices it once lost the reference's voice altogether; absolute: the frame's sinusoidal position in "
                              "the utterance and a position-wise feed-forward (model files before "
                              "format 4)")
     prenet_dim: int = _f(256, lo=8)

@@ -173,3 +173,15 @@ def test_a_duration_model_from_before_frame_positions_were_a_setting_speaks_as_i
         torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
     # the same file under the new default is another network: its weights would not fit
     assert tiny().model.frame_position == "local"
+
+
+def test_a_model_file_keeps_its_frame_position_whatever_the_default(tmp_path):
+    """Format-4 files name theirs: one made with "token" is read as "token" and computes what
+    it did."""
+    cfg = tiny("model.decoder=duration", "model.frame_position=token")
+    model = _model(cfg).eval()
+    loaded, loaded_cfg, _, _ = load_model(save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS))
+    assert loaded_cfg.model.frame_position == "token" != tiny().model.frame_position
+    batch = random_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
