@@ -114,9 +114,9 @@ class ModelConfig:
                              "the utterance, so a frame off by one in the predicted durations "
                              "still sounds its phone; token: local, and each frame also carries "
                              "its index within its token (DurIAN): clearer for one voice, but on "
-                             "8 voices it once lost the reference's voice altogether; absolute: the frame's sinusoidal position in "
-                             "the utterance and a position-wise feed-forward (model files before "
-                             "format 4)")
+                             "8 voices it once lost the reference's voice altogether; absolute: "
+                             "the frame's sinusoidal position in the utterance and a "
+                             "position-wise feed-forward (model files before format 4)")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")
