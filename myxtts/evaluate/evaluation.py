@@ -253,7 +253,7 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bo
     refs = [r["text"] for r in rows]
     out: dict = {"sentences": len(rows)}
     not_measured: dict[str, str] = {}
-    new_text = bool(rows) and all(r["seconds_ground_truth"] is None for r in rows)
+    new_text = bool(rows) and all(r.get("seconds_ground_truth", 0) is None for r in rows)  # plan_texts
     out["wer"] = metrics.wer(refs, [r["transcript"] for r in rows])
     out["cer"] = metrics.cer(refs, [r["transcript"] for r in rows])
     for key, name in (("transcript_ground_truth", "ground_truth"),

@@ -72,20 +72,20 @@ def test_eval_speaks_new_sentences_and_scores_only_the_output(tiny_run, tmp_path
     run, _ = tiny_run
     text = tmp_path / "new.txt"
     text.write_text("\nPrinting is an old art.\nThe river was cold.\n", encoding="utf-8")
-    assert cli.main(["eval", "--checkpoint", str(run), "--sentences", str(text),
+    assert cli.main(["eval", "--checkpoint", str(run), "--sentences", str(text), "--limit", "1",
                      "--out", str(tmp_path / "eval")]) == 0
     out = capsys.readouterr()
-    assert "2 new" in out.err and "not measured (new sentences" in out.out
+    assert "1 new" in out.err and "not measured (new sentences" in out.out
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
-    assert report["sentences"] == 2 and report["split"] == "new" and report["sentences_file"] == str(text)
-    assert [r["text"] for r in report["per_sentence"]] == ["Printing is an old art.", "The river was cold."]
+    assert report["sentences"] == 1 and report["split"] == "new" and report["sentences_file"] == str(text)
+    assert [r["text"] for r in report["per_sentence"]] == ["Printing is an old art."]
     assert report["wer"] is not None and report["speaker_cosine"] is not None
     for key in ("wer_ground_truth", "wer_copy_synthesis", "dnsmos_ovrl_ground_truth", "duration_ratio"):
         assert report[key] is None and report["not_measured"][key] == NEW_TEXT, key
     row = report["per_sentence"][0]
     assert row["seconds_ground_truth"] is None and "wav_ground_truth" not in row
     assert (tmp_path / "eval" / row["wav"]).stat().st_size > 1000
-    assert (tmp_path / "eval" / "eval.html").read_text().count("<audio") == 2
+    assert (tmp_path / "eval" / "eval.html").read_text().count("<audio") == 1
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n")
     assert cli.main(["eval", "--checkpoint", str(run), "--sentences", str(empty), "--out", str(tmp_path / "e2")]) == 2
