@@ -68,11 +68,11 @@ class DurationDecoder(nn.Module):
         # "local" and "token": order comes from convolving feed-forwards, and with "token" also
         # from each frame's index within its token; "absolute": from each frame's position in
         # the utterance, scaled by a learned alpha (see ModelConfig)
-        self.local = cfg.frame_position != "absolute"
+        self.absolute = cfg.frame_position == "absolute"
         self.in_token = cfg.frame_position == "token"
-        self.alpha = None if self.local else nn.Parameter(torch.ones(1))
+        self.alpha = nn.Parameter(torch.ones(1)) if self.absolute else None
         self.blocks = nn.ModuleList(
-            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=3 if self.local else 1)
+            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=1 if self.absolute else 3)
             for _ in range(cfg.decoder_layers))
         self.memory_kv = MemoryKV(d, cfg.decoder_layers, cfg.n_heads)  # of the latents only
         self.norm = norm(d)
@@ -95,14 +95,14 @@ class DurationDecoder(nn.Module):
             count = align.cumsum(dim=1) * align  # (B, Tm, Tt): 1, 2, .. along each token's frames
             index = (count.sum(dim=2) - 1).clamp(min=0)  # (B, Tm): 0 at a token's first frame
             x = x + sinusoidal_positions(index, self.d).to(x.dtype)
-        if not self.local:
+        if self.absolute:
             pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
             x = x + self.alpha * pos.to(x.dtype)
         x = self.dropout(x).reshape(b * tm, self.d)
         frame_mask = length_mask(frame_lens, tm)  # (B, Tm)
         self_bias = attention_bias(frame_mask, compute_dtype(x))  # (B, 1, 1, Tm)
         kv = self.memory_kv(latents)
-        keep = frame_mask if self.local else None
+        keep = None if self.absolute else frame_mask
         for i, block in enumerate(self.blocks):
             x, _ = block(x, b, kv[i], self_bias=self_bias, keep=keep)  # (B*Tm, d)
         pre = self.mel_out(self.norm(x)).view(b, tm, self.n_mels)
