@@ -100,6 +100,10 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
+    ref_self_keys: bool = _f(False, help="the resampler's latents attend to themselves beside "
+                             "the reference's features, as Flamingo's and XTTS's do: on the demo "
+                             "corpus it let training stop hearing the reference (model files "
+                             "before format 5)")
     speaker_embedding: str = _f("none", choices=["none", "ge2e", "auto"], help="ge2e: condition also on the "
                                 "reference's GE2E embedding (an encoder trained on 8,371 voices; needs "
                                 "resemblyzer), one more latent beside the learned ones; auto: ge2e where "

@@ -36,14 +36,16 @@ from myxtts.files import atomic_write
 from myxtts.rundir import resolve_checkpoint
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
 # weights would load without an error and compute something else. Version 3 replaced the
 # HiFi-GAN vocoder with the Fourier-head one: vocoder files before it hold another network.
 # Version 4 added ``model.frame_position`` (default "local"): acoustic files before it have no
-# such setting and were all "absolute" (:func:`_settings_before`).
-READABLE = {"acoustic": {"2", "3", "4"}, "vocoder": {"3", "4"}}
+# such setting and were all "absolute" (:func:`_settings_before`). Version 5 added
+# ``model.ref_self_keys`` (default off): acoustic files before it have no such setting and
+# their resamplers' latents all attended to themselves.
+READABLE = {"acoustic": {"2", "3", "4", "5"}, "vocoder": {"3", "4", "5"}}
 KINDS = ("acoustic", "vocoder")
 
 
@@ -147,9 +149,14 @@ def load_weights(model: nn.Module, path) -> dict:
 def _settings_before(version: str, data: dict) -> dict:
     """A saved config with the values an older format version meant where it has no setting:
     a default that changed would otherwise rebuild another network around old weights."""
-    if int(version) < 4 and isinstance(data.get("model"), dict):
-        data = {**data, "model": {"frame_position": "absolute", **data["model"]}}
-    return data
+    if not isinstance(data.get("model"), dict):
+        return data
+    before = {}
+    if int(version) < 4:
+        before["frame_position"] = "absolute"
+    if int(version) < 5:
+        before["ref_self_keys"] = True
+    return {**data, "model": {**before, **data["model"]}}
 
 
 def describe(path) -> tuple[Config, list[str], dict]:

@@ -2,17 +2,25 @@
 latents, as in XTTS's conditioning encoder + perceiver resampler.
 
     ref mel (B, Tr, n_mels) → conv stack (x4 downsampling in time) → (B, Tr/4, d)
-      → perceiver resampler: K learned latents cross-attend to [features ; themselves]
+      → perceiver resampler: K learned latents cross-attend to the features
       → (B, K, d)
 
 Padding: positions beyond ``ref_lens`` are zeroed before every convolution, which is exactly what
 a convolution's own zero padding would see at the end of an unpadded clip; so outputs do not
 depend on how much padding a batch carries. The resampler masks them as keys.
 
-No reference (``ref_lens == 0``): because the latents also attend to themselves, a fully masked
-reference still gives a well-defined output that depends only on learned weights: the *neutral
-voice*. Training drops the reference with probability ``model.ref_dropout`` so that this neutral
-voice is learned (synthesis without ``--reference`` uses it).
+Keys: the reference's features only. Flamingo's and XTTS's resamplers let the latents attend
+to [features ; themselves]; on the demo corpus that let training settle, from its first hundred
+steps, on latents that read only themselves (attention share on the features 2e-6): the same
+mels for every reference, the cloned voice lost, under one seed and not another. A latent that
+cannot look away from the reference cannot lose it.
+
+(``model.ref_self_keys`` keeps the old keys, for model files written before this.)
+
+No reference (``ref_lens == 0``): then, and only then, the latents attend to themselves, which
+gives a well-defined output that depends only on learned weights: the *neutral voice*. Training
+drops the reference with probability ``model.ref_dropout`` so that this neutral voice is learned
+(synthesis without ``--reference`` uses it).
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ class ReferenceEncoder(nn.Module):
         self.blocks = nn.ModuleList(
             CrossBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout) for _ in range(cfg.ref_layers))
         self.norm = norm(d)
+        self.self_keys = cfg.ref_self_keys
 
     def forward(self, ref_mel: torch.Tensor, ref_lens: torch.Tensor) -> torch.Tensor:
         """ref_mel (B, Tr, n_mels) normalised log-mel, ref_lens (B,) → latents (B, K, d)."""
@@ -52,7 +61,10 @@ class ReferenceEncoder(nn.Module):
         mask = length_mask(lens, feats.shape[1])  # (B, Tr')
         k, d = self.latents.shape
         lat = self.latents.unsqueeze(0).expand(b, -1, -1)  # (B, K, d)
-        mask = torch.cat([mask, mask.new_ones(b, k)], dim=1)  # (B, Tr' + K)
+        own = (ref_lens == 0)[:, None].expand(b, k)  # (B, K): self-keys for the neutral voice
+        if self.self_keys:  # and beside every reference (model files before format 5)
+            own = mask.new_ones(b, k)
+        mask = torch.cat([mask, own], dim=1)  # (B, Tr' + K)
         bias = attention_bias(mask, compute_dtype(feats))  # (B, 1, 1, Tr' + K)
         for block in self.blocks:
             kv = torch.cat([feats, lat.view(b, k, d)], dim=1).view(-1, d)  # (B*(Tr'+K), d)

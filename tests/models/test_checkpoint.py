@@ -153,26 +153,38 @@ def test_an_acoustic_model_from_before_the_vocoder_changed_still_loads(tmp_path)
     assert loaded == cfg and meta["kind"] == "acoustic"
 
 
-def test_a_duration_model_from_before_frame_positions_were_a_setting_speaks_as_it_did(tmp_path):
-    """Format-3 files have no ``model.frame_position`` and were all "absolute" (positions in the
-    utterance, position-wise feed-forwards): read today, where the default is "local", they
-    must rebuild that network and compute what they computed, not fail on the weights."""
-    cfg = tiny("model.decoder=duration", "model.frame_position=absolute")
-    model = _model(cfg).eval()
+def _as_written_before(tmp_path, model, cfg, version: str, *unsaid: str):
+    """``model`` saved as a file of format ``version`` would hold it: without the model
+    settings ``unsaid``, which that version did not have."""
     path = save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS)
     with safe_open(str(path), "pt") as f:
         meta = dict(f.metadata())
     old = yaml.safe_load(meta["config"])
-    del old["model"]["frame_position"]
+    for key in unsaid:
+        del old["model"][key]
     save_file(load_file(str(path)), str(tmp_path / "old.safetensors"),
-              metadata={**meta, "config": yaml.safe_dump(old), "format_version": "3"})
-    loaded, loaded_cfg, _, _ = load_model(tmp_path / "old.safetensors")
-    assert loaded_cfg.model.frame_position == "absolute" and loaded_cfg == cfg
+              metadata={**meta, "config": yaml.safe_dump(old), "format_version": version})
+    return tmp_path / "old.safetensors"
+
+
+@pytest.mark.parametrize("version", ["3", "4"])
+def test_a_model_from_before_its_settings_existed_speaks_as_it_did(tmp_path, version):
+    """Format-3 files have no ``model.frame_position`` and were all "absolute" (positions in the
+    utterance, position-wise feed-forwards); files before format 5 have no
+    ``model.ref_self_keys`` and their resamplers' latents all attended to themselves. Read
+    today, under other defaults, they must rebuild that network and compute what they
+    computed, not fail on the weights or compute something else."""
+    before = {"3": ("frame_position", "ref_self_keys"), "4": ("ref_self_keys",)}[version]
+    cfg = tiny("model.decoder=duration", "model.ref_self_keys=true",
+               "model.frame_position=" + ("absolute" if version == "3" else "local"))
+    model = _model(cfg).eval()
+    loaded, loaded_cfg, _, _ = load_model(_as_written_before(tmp_path, model, cfg, version, *before))
+    assert loaded_cfg == cfg
     batch = random_batch()
     with torch.no_grad():
         torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
-    # the same file under the new default is another network: its weights would not fit
-    assert tiny().model.frame_position == "local"
+    # the same files under today's defaults are other networks
+    assert tiny().model.frame_position == "local" and not tiny().model.ref_self_keys
 
 
 def test_a_model_file_keeps_its_frame_position_whatever_the_default(tmp_path):

@@ -60,6 +60,40 @@ def test_reference_padding_and_neutral_voice():
     torch.testing.assert_close(n1[0], n1[1])
 
 
+def _latents_that_prefer_themselves(*overrides: str):
+    """The reference encoder of a model whose resampler scores its latents as keys far above
+    any reference feature (by about 80), as training left it on the demo corpus (attention
+    share on the features 2e-6). → its latents for ``random_batch``'s three references
+    (B, K, d)."""
+    model, _ = still_model(*overrides)
+    enc = model.ref_encoder
+    attn, d = enc.blocks[0].attn, enc.latents.shape[1]
+    heads = torch.arange(0, d, attn.dh)  # each head's first channel
+    with torch.no_grad():
+        enc.latents.zero_()
+        enc.latents[:, 0] = 1.0  # latents: along channel 0 ...
+        enc.proj.weight.mul_(10.0)  # features that differ by reference ...
+        enc.proj.weight[0] = 0.0
+        enc.proj.bias[0] = -5.0  # ... and point against it
+        attn.q.weight.zero_(), attn.q.bias.zero_()
+        attn.kv.weight[:d].zero_(), attn.kv.bias[:d].zero_()
+        attn.q.weight[heads, 0] = 2.0  # every head's query and key read channel 0
+        attn.kv.weight[heads, 0] = 2.0
+        batch = random_batch()
+        return enc(normalize_mel(batch["ref_mel"]), batch["ref_lens"])
+
+
+def test_latents_given_a_reference_read_the_reference():
+    """Latents that would rather read themselves still read the reference: its features are
+    their only keys. With keys of their own as well (the old resampler) every reference gives
+    the same latents: the collapse this rules out."""
+    lat = _latents_that_prefer_themselves()
+    assert (lat[0] - lat[1]).abs().max() > 5e-3 and (lat[1] - lat[2]).abs().max() > 5e-3
+    old = _latents_that_prefer_themselves("model.ref_self_keys=true")
+    torch.testing.assert_close(old[0], old[1])
+    torch.testing.assert_close(old[1], old[2])
+
+
 def test_losses_are_zero_dim_and_finite():
     model, _ = still_model()
     model.train()
