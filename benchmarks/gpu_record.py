@@ -48,6 +48,7 @@ def run_figures(s: dict) -> dict:
     return {"device": s.get("device_name"), "compile": s.get("compile"), "precision": s.get("precision"),
             "frame_budget": s.get("frame_budget"), "shapes": s.get("shapes_seen"), "steps": s.get("steps"),
             "stopped": s.get("stopped"), "compile_s": s.get("compile_s"),
+            "steps_eager": s.get("steps_eager"), "compile_beside_s": s.get("compile_beside_s"),
             "compile_s_by_shape": s.get("compile_s_by_shape"), "graphs_compiled": s.get("graphs_compiled"),
             "compile_cache_hits": s.get("compile_cache_hits"), "compile_cache_misses": s.get("compile_cache_misses"),
             "compile_artifacts_loaded": s.get("compile_artifacts_loaded"),

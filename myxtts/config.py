@@ -159,6 +159,10 @@ class TrainConfig:
     compile: str = _f("auto", choices=["auto", "off", "default", "cudagraphs", "regional"],
                       help="auto: inductor + CUDA graphs on a GPU (no graphs under DDP), eager on a CPU; "
                            "regional: only the transformer blocks, one compile for every shape")
+    compile_beside: str = _f("auto", choices=["auto", "on", "off"],
+                             help="compile the step in a second process and train eagerly until it "
+                                  "is done, instead of waiting for it; auto: on a single CUDA GPU "
+                                  "whose run has no compiled kernels yet")
     compile_cache: str = _f("", help="folder for compiled kernels; empty: $MYXTTS_COMPILE_CACHE "
                                      "or ~/.cache/myxtts/compile")
     aligner_on_host: bool = _f(False, help="duration decoder on a CUDA GPU: run the alignment search and its "

@@ -17,7 +17,7 @@ from myxtts.models.xtts import count_parameters
 from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import distributed as D
-from myxtts.train import finetune
+from myxtts.train import compile_beside, finetune
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
 from myxtts.train.compile import (
     cache_hits,
@@ -92,8 +92,18 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     for line in _header(asked, run):
         log.say(line)
     log.run_built(run)
-    compiled = _compile_up_front(run, log, out)
-    summary = fit(loop, out, log, _after_step(run, loop, log, evaluate))
+    for note in run.step_fn.compile_notes:
+        log.say(note)
+    beside = None
+    if compile_beside.wanted(cfg.train.compile_beside, run) and not RunDir(out).compiled.is_file():
+        beside, compiled = compile_beside.CompileBeside(run, out, log), {}
+    else:
+        compiled = _compile_up_front(run, log, out)
+    try:
+        summary = fit(loop, out, log, _after_step(run, loop, log, evaluate, beside))
+    finally:
+        if beside is not None:
+            compiled = beside.finish(loop.state.step)
     summary.update(compiled)
     if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
         summary.update(cudagraph_counts())
@@ -136,14 +146,17 @@ def _header(asked: Config, run: Run) -> list[str]:
             f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%"]
 
 
-def _after_step(run: Run, loop: Loop, log, evaluate=None):
-    """What runs after each acoustic step: validation (and the best weights), samples and the
-    periodic evaluation, each on its schedule; None for the vocoder."""
+def _after_step(run: Run, loop: Loop, log, evaluate=None, beside=None):
+    """What runs after each acoustic step: the switch to the compiled step once ``beside`` (a
+    ``CompileBeside``) has it, validation (and the best weights), samples and the periodic
+    evaluation, each on its schedule; None for the vocoder."""
     if run.stage == "vocoder":
         return None
     cfg, info = run.cfg, run.info
 
     def after_step(step: int, ending: bool = False) -> None:
+        if beside is not None and beside.poll(step):
+            loop.timer.restart()  # the switch's time is not a step's
         if step % cfg.train.val_every == 0 or step == cfg.train.max_steps or ending:
             vals = validate(run)
             if vals is not None:
@@ -191,8 +204,6 @@ def _compile_up_front(run: Run, log, out: Path) -> dict:
     if run.step_fn.compile_mode == "off":
         return {"compile_s": 0.0}
     n = len(run.shapes)
-    for note in run.step_fn.compile_notes:
-        log.say(note)
     loaded = load_artifacts(RunDir(out).compiled)
     if loaded:
         log.say(loaded)
