@@ -16,8 +16,8 @@ from myxtts.config import Config
 from myxtts.models.xtts import count_parameters
 from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
-from myxtts.train import distributed as D
 from myxtts.train import compile_beside, finetune
+from myxtts.train import distributed as D
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
 from myxtts.train.compile import (
     cache_hits,
