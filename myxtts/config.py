@@ -112,15 +112,15 @@ class ModelConfig:
                       help="duration: every frame at once from aligned text and learned token "
                       "durations (the one that says new sentences); autoregressive: XTTS's mel "
                       "decoder, each step fed its previous frames")
-    frame_position: str = _f("local", choices=["local", "token", "absolute"],
-                             help="duration decoder: how a frame knows where it is. local: each "
-                             "layer's feed-forward convolves over 3 frames, with no position in "
-                             "the utterance, so a frame off by one in the predicted durations "
-                             "still sounds its phone; token: local, and each frame also carries "
-                             "its index within its token (DurIAN): clearer for one voice, but on "
-                             "8 voices it once lost the reference's voice altogether; absolute: "
-                             "the frame's sinusoidal position in the utterance and a "
-                             "position-wise feed-forward (model files before format 4)")
+    frame_position: str = _f("token", choices=["local", "token", "absolute"],
+                             help="duration decoder: how a frame knows where it is. token: each "
+                             "layer's feed-forward convolves over 3 frames, and each frame carries "
+                             "its index within its token (DurIAN), with no position in the "
+                             "utterance, so a frame off by one in the predicted durations still "
+                             "sounds its phone; local: the convolutions alone (model files of "
+                             "format 4 mostly); absolute: the frame's sinusoidal position in the "
+                             "utterance and a position-wise feed-forward (model files before "
+                             "format 4)")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")

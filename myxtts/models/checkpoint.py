@@ -41,7 +41,7 @@ FORMAT_VERSION = 5
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
 # weights would load without an error and compute something else. Version 3 replaced the
 # HiFi-GAN vocoder with the Fourier-head one: vocoder files before it hold another network.
-# Version 4 added ``model.frame_position`` (default "local"): acoustic files before it have no
+# Version 4 added ``model.frame_position`` ("local", then "token"): acoustic files before it have no
 # such setting and were all "absolute" (:func:`_settings_before`). Version 5 added
 # ``model.ref_self_keys`` (default off): acoustic files before it have no such setting and
 # their resamplers' latents all attended to themselves.

@@ -184,16 +184,16 @@ def test_a_model_from_before_its_settings_existed_speaks_as_it_did(tmp_path, ver
     with torch.no_grad():
         torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
     # the same files under today's defaults are other networks
-    assert tiny().model.frame_position == "local" and not tiny().model.ref_self_keys
+    assert tiny().model.frame_position != "absolute" and not tiny().model.ref_self_keys
 
 
 def test_a_model_file_keeps_its_frame_position_whatever_the_default(tmp_path):
-    """Format-4 files name theirs: one made with "token" is read as "token" and computes what
+    """Files since format 4 name theirs: one made with "local" is read as "local" and computes what
     it did."""
-    cfg = tiny("model.decoder=duration", "model.frame_position=token")
+    cfg = tiny("model.decoder=duration", "model.frame_position=local")
     model = _model(cfg).eval()
     loaded, loaded_cfg, _, _ = load_model(save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS))
-    assert loaded_cfg.model.frame_position == "token" != tiny().model.frame_position
+    assert loaded_cfg.model.frame_position == "local" != tiny().model.frame_position
     batch = random_batch()
     with torch.no_grad():
         torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])

@@ -149,7 +149,7 @@ def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
     save_file(load_file(str(model_file)), str(model_file),
               metadata={**meta, "config": yaml.safe_dump(old), "format_version": "3"})
     r = run_train(lj_cache, run, "train.max_steps=4")
-    assert r.returncode == 2 and "model.frame_position='absolute' (now 'local')" in r.stderr, r.stderr
+    assert r.returncode == 2 and "model.frame_position='absolute' (now 'token')" in r.stderr, r.stderr
     assert "model.ref_self_keys=True (now False)" in r.stderr, r.stderr
 
 
