@@ -80,7 +80,10 @@ class CompileBeside:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "myxtts.train.compile_beside", str(self.folder),
                  str(run.cache.path), str(self.compiled_bin)],
-                stdout=log_file, stderr=subprocess.STDOUT)
+                # its own session: a Ctrl-C or a group's SIGTERM stops the run, which stops the
+                # compiler (``finish``), rather than killing the compiler under a run that then
+                # takes it for a failed compile and compiles itself before it can stop
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         log.say(f"compiling the step in a second process (pid {self.proc.pid}, log "
                 f"{self.folder / LOG}); training eagerly until it is done")
         self.switch: Switch | None = None
