@@ -38,7 +38,14 @@ from myxtts.data.sampler import shape_plans
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
 from myxtts.train.batches import BucketBatches
-from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs, load_artifacts, save_artifacts
+from myxtts.train.compile import (
+    COMPILE_MODES,
+    cache_hits,
+    compile_shapes,
+    compiled_graphs,
+    load_artifacts,
+    save_artifacts,
+)
 
 FOLDER = "compiling"  # RUN/compiling/: what the compiler is given, and what it answers
 RESULT = "result.json"
@@ -47,7 +54,7 @@ LOG = "compiler.log"
 
 def wanted(setting: str, run) -> bool:
     """Whether this run compiles beside its training (``train.compile_beside``, see above)."""
-    whole_step = run.step_fn.compile_mode in ("default", "cudagraphs")
+    whole_step = run.step_fn.compile_mode in COMPILE_MODES  # not off, not regional
     if setting == "off" or not whole_step or run.info.enabled:
         return False
     return setting == "on" or run.device.type == "cuda"
@@ -75,7 +82,6 @@ class CompileBeside:
         run.plan.save(self.folder)
         step = run.step_fn
         self.compiled_fn, step.loss_fn = step.loss_fn, step.forward_loss  # eager until the switch
-        self.t0 = time.perf_counter()
         with open(self.folder / LOG, "wb") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "myxtts.train.compile_beside", str(self.folder),
