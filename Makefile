@@ -31,7 +31,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check myxtts tests benchmarks scripts
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile --durations=30
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT)
