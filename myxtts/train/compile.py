@@ -248,10 +248,23 @@ def load_artifacts(path: Path) -> str | None:
     return f"compiled kernels loaded from {path} ({path.stat().st_size / 2**20:.1f} MiB)"
 
 
-def cache_hits() -> tuple[int, int]:
-    """(hits, misses) of inductor's compiled-graph cache in this process so far."""
+def _compile_counts() -> tuple[int, int, int]:
+    """(graphs compiled, compiled-graph cache hits, misses) in this process so far."""
     c = _counters()["inductor"]
-    return int(c["fxgraph_cache_hit"]), int(c["fxgraph_cache_miss"])
+    return compiled_graphs(), int(c["fxgraph_cache_hit"]), int(c["fxgraph_cache_miss"])
+
+
+class CompileTally:
+    """What a stretch of compiling did, counted from its construction: ``read()`` gives the
+    graphs compiled, the compile cache's hits and misses, and the seconds since."""
+
+    def __init__(self):
+        self._counts, self._t = _compile_counts(), time.perf_counter()
+
+    def read(self) -> dict:
+        graphs, hits, misses = (a - b for a, b in zip(_compile_counts(), self._counts))
+        return {"graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses,
+                "seconds": time.perf_counter() - self._t}
 
 
 def compile_shapes(run, progress=None, batches=None) -> list[float]:

@@ -26,10 +26,12 @@ off on a CPU, where the compiler would take the cores the run trains on, and und
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +40,7 @@ from myxtts.data.sampler import shape_plans
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
 from myxtts.train.batches import BucketBatches
-from myxtts.train.compile import (
-    COMPILE_MODES,
-    cache_hits,
-    compile_shapes,
-    compiled_graphs,
-    load_artifacts,
-    save_artifacts,
-)
+from myxtts.train.compile import COMPILE_MODES, CompileTally, compile_shapes, load_artifacts, save_artifacts
 
 FOLDER = "compiling"  # RUN/compiling/: what the compiler is given, and what it answers
 RESULT = "result.json"
@@ -85,7 +80,7 @@ class CompileBeside:
         with open(self.folder / LOG, "wb") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "myxtts.train.compile_beside", str(self.folder),
-                 str(run.cache.path), str(self.compiled_bin)],
+                 str(run.cache.path), str(self.compiled_bin), str(os.getpid())],
                 # its own session: a Ctrl-C or a group's SIGTERM stops the run, which stops the
                 # compiler (``finish``), rather than killing the compiler under a run that then
                 # takes it for a failed compile and compiles itself before it can stop
@@ -102,18 +97,18 @@ class CompileBeside:
         result = self._result()
         if "error" in result:
             self.log.say(f"the compiler process failed ({result['error']}); compiling here")
-        t = time.perf_counter()
-        hits0, misses0 = cache_hits()
+        tally = CompileTally()
         loaded = load_artifacts(self.compiled_bin)
         self.run.step_fn.loss_fn = self.compiled_fn
         compile_shapes(self.run)
-        hits, misses = (a - b for a, b in zip(cache_hits(), (hits0, misses0)))
-        seconds = time.perf_counter() - t
-        result.update(switch_cache_hits=hits, switch_cache_misses=misses, switch_loaded=loaded)
-        self.switch = Switch(step, seconds, result)
+        did = tally.read()
+        result.update(switch_cache_hits=did["compile_cache_hits"],
+                      switch_cache_misses=did["compile_cache_misses"], switch_loaded=loaded)
+        self.switch = Switch(step, did["seconds"], result)
         self.log.say(f"compiled step from step {step + 1}: {step} steps ran eagerly while it "
                      f"compiled ({result.get('compile_s', float('nan')):.1f} s); the switch took "
-                     f"{seconds:.1f} s ({hits} graphs loaded, {misses} compiled anew)")
+                     f"{did['seconds']:.1f} s ({did['compile_cache_hits']} graphs loaded, "
+                     f"{did['compile_cache_misses']} compiled anew)")
         return True
 
     def finish(self, step: int) -> dict:
@@ -154,27 +149,43 @@ def smallest_batches(run) -> list[dict]:
     return [bb.device_batch(plan).tensors for plan in chosen]
 
 
-def main(folder: str, data: str, compiled_bin: str) -> None:
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+def end_with(parent: int) -> bool:
+    """Have this process terminated when ``parent`` (the run) dies, however it dies (a SIGKILL or
+    an out-of-memory kill gives the run no chance to stop its compiler). Linux only, through
+    prctl(PR_SET_PDEATHSIG); elsewhere → False, and an orphaned compiler finishes its compile and
+    exits on its own."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    if prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        return False
+    if os.getppid() != parent:  # the run died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
+
+
+def main(folder: str, data: str, compiled_bin: str, parent: str) -> None:
     """The compiler process: build the run's step as the run did, compile it on the fewest and
     smallest batches that make every graph, save the kernels, say what it took."""
     from myxtts.train.build import build_run
     from myxtts.train.plan import Plan
 
+    end_with(int(parent))
     folder_path = Path(folder)
     cfg = load(folder_path / "config.yaml", saved=True)
     run = build_run(cfg, data, plan=Plan.load(folder_path), with_batches=False)
-    hits0, misses0 = cache_hits()
-    graphs0 = compiled_graphs()
-    t = time.perf_counter()
+    tally = CompileTally()
     compile_shapes(run, batches=smallest_batches(run))
-    seconds = time.perf_counter() - t
-    hits, misses = (a - b for a, b in zip(cache_hits(), (hits0, misses0)))
+    did = tally.read()
     saved = save_artifacts(Path(compiled_bin))
-    result = {"compile_s": round(seconds, 3), "graphs_compiled": compiled_graphs() - graphs0,
-              "compile_cache_hits": hits, "compile_cache_misses": misses, "saved_bytes": saved,
+    result = {"compile_s": round(did.pop("seconds"), 3), **did, "saved_bytes": saved,
               "device": str(run.device)}
     write_json(folder_path / RESULT, result)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -19,14 +19,7 @@ from myxtts.train import checkpoint as ckpt
 from myxtts.train import compile_beside, finetune
 from myxtts.train import distributed as D
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
-from myxtts.train.compile import (
-    cache_hits,
-    compile_shapes,
-    compiled_graphs,
-    cudagraph_counts,
-    load_artifacts,
-    save_artifacts,
-)
+from myxtts.train.compile import CompileTally, compile_shapes, cudagraph_counts, load_artifacts, save_artifacts
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
 from myxtts.train.plan import Plan, asked_lr
@@ -210,14 +203,12 @@ def _compile_up_front(run: Run, log, out: Path) -> dict:
     log.say(f"compiling the step for {n} batch shapes (kernels cached in "
             f"{os.environ.get('TORCHINDUCTOR_CACHE_DIR')})")
 
-    hits0, misses0 = cache_hits()
-    graphs0 = compiled_graphs()
+    tally = CompileTally()
     log.compiling(0, n, 0.0)
     by_shape = compile_shapes(run, log.compiling)
     seconds = sum(by_shape)
-    hits, misses = cache_hits()
-    hits, misses = hits - hits0, misses - misses0
-    graphs = compiled_graphs() - graphs0
+    did = tally.read()
+    graphs, hits, misses = did["graphs_compiled"], did["compile_cache_hits"], did["compile_cache_misses"]
     what = ("a forward and a backward per block kind, shared by every shape" if run.step_fn.compile_mode == "regional"
             else "a forward and a backward per shape")
     log.say(f"compiled {n} shapes in {seconds:.1f} s; compile cache: {hits} of {hits + misses} "

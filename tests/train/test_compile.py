@@ -66,15 +66,18 @@ import json, sys, torch
 from pathlib import Path
 from myxtts.config import load
 from myxtts.train.build import seed_everything
-from myxtts.train.compile import cache_hits, load_artifacts, save_artifacts, use_cache
+from myxtts.train.compile import CompileTally, load_artifacts, save_artifacts, use_cache
 seed_everything(load("tiny", ["train.deterministic=true"]))  # makes torch write its default folder
 folder = use_cache()
 artifacts = Path(sys.argv[1]) if len(sys.argv) > 1 else None  # loaded if there, else saved to
+tally = CompileTally()
 loaded = load_artifacts(artifacts) if artifacts else None
 f = torch.compile(lambda x: (x * 2 + 1).sum(), dynamic=False)
 f(torch.arange(8.0))
 saved = save_artifacts(artifacts) if artifacts and not loaded else None
-print(json.dumps({"folder": str(folder), "loaded": loaded, "saved": saved, "hits_misses": cache_hits()}))
+did = tally.read()
+print(json.dumps({"folder": str(folder), "loaded": loaded, "saved": saved,
+                  "hits_misses": [did["compile_cache_hits"], did["compile_cache_misses"]]}))
 """
 
 

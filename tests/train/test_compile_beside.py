@@ -1,6 +1,13 @@
 """Compiling the step in a second process while the run trains eagerly, then switching."""
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import pytest
 import torch
 
 from myxtts.config import load
@@ -87,3 +94,40 @@ def test_the_compiler_compiles_one_batch_per_graph_the_smallest(lj_cache):
     wide = build_run(load("tiny", [*STILL, "train.compile=default"]), lj_cache, with_batches=False)
     (batch,) = B.smallest_batches(wide)
     assert batch["mel"].shape[:2] == (3, 496)  # (3, 96, 496): fewer padded frames than (2, 160, 832)
+
+
+RUN_AND_COMPILER = """
+import os, subprocess, sys, time
+compiler = ("import sys, time; from myxtts.train.compile_beside import end_with; "
+            "print(end_with(int(sys.argv[1])), flush=True); time.sleep(120)")
+child = subprocess.Popen([sys.executable, "-c", compiler, str(os.getpid())],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+print(child.pid, child.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_compiler_ends_with_its_run_even_when_the_run_is_killed():
+    """A run killed by SIGKILL (or the out-of-memory killer) cannot stop its compiler, which
+    would otherwise go on holding cores and GPU memory for minutes."""
+    run = subprocess.Popen([sys.executable, "-c", RUN_AND_COMPILER], stdout=subprocess.PIPE, text=True)
+    pid, armed = run.stdout.readline().split()
+    assert armed == "True"
+    run.kill()
+    run.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not _alive(int(pid)):
+            return
+        time.sleep(0.1)
+    os.kill(int(pid), signal.SIGKILL)
+    raise AssertionError("the compiler outlived its run by 30 s")
