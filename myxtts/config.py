@@ -147,7 +147,9 @@ class VocoderConfig:
 @dataclass
 class TrainConfig:
     max_steps: int = _f(10000, lo=1)
-    time_budget_s: float = _f(0.0, lo=0.0, help="stop (and checkpoint) after this much wall time; 0: none")
+    time_budget_s: float = _f(0.0, lo=0.0, help="stop (and checkpoint) after this much wall time; 0: none. "
+                                "The cosine schedule then holds the peak rate and decays over the last 20 % of "
+                                "the steps the time is expected to allow")
     lr: float = _f(1e-3, lo=0.0)
     schedule: str = _f("cosine", choices=["cosine", "constant"])
     warmup_steps: int = _f(500, lo=0)

@@ -31,7 +31,13 @@ from myxtts.train.batches import Batches
 from myxtts.train.compile import check_padding, compile_step, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
 from myxtts.train.finetune import freeze
-from myxtts.train.optim import build_optimizer, build_scheduler, build_vocoder_optimizer, build_vocoder_scheduler
+from myxtts.train.optim import (
+    Horizon,
+    build_optimizer,
+    build_scheduler,
+    build_vocoder_optimizer,
+    build_vocoder_scheduler,
+)
 from myxtts.train.plan import LR_SETTING, Plan, asked_lr
 from myxtts.train.precision import Precision, device_name, pick_device, resolve, usable_cpus
 from myxtts.train.recompute import recompute_blocks
@@ -56,6 +62,7 @@ class Run:
     sampler: object                # the training split's BucketSampler (the run's shapes)
     batches: Batches | None        # endless device batches (None when not asked for)
     plan: Plan                     # what the settings resolved to (cfg holds the result)
+    horizon: Horizon | None = None  # where the schedule ends under a time budget (acoustic)
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
@@ -115,13 +122,14 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
         recompute_blocks(core)
     freeze(core, cfg.train.freeze)  # before the optimizer and the step list what they train
     opt = build_optimizer(core, cfg.train)
-    sched = build_scheduler(opt, cfg.train)
+    horizon = Horizon.of(cfg.train)
+    sched = build_scheduler(opt, cfg.train, horizon)
     step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train)
     compile_step(step_fn, cfg.train.compile, backend)
     batches = Batches(cache, cfg, device, info) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
-               plan)
+               plan, horizon)
 
 
 def speaker_embeddings(cfg: Config, data, info: DistInfo) -> None:

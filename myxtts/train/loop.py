@@ -148,6 +148,17 @@ def check_finite(in_a_row: int, step: int, run: Run) -> None:
                         f"(at step {step}); {run.step_fn.nonfinite_hint}")
 
 
+def _move_horizon(run: Run, step: int, elapsed: float) -> None:
+    """Where the schedule now ends, from this step's estimate; under DDP the ranks' mean, so that
+    every rank steps with the same rate."""
+    end = run.horizon.estimate(step, elapsed)
+    if end is None:
+        return
+    if run.info.enabled:
+        end = round(D.all_reduce_mean(torch.tensor([float(end)], device=run.device), run.info).item())
+    run.horizon.end = end
+
+
 def fit(loop: Loop, out, log, after_step=None) -> dict:
     """Train from the loop's step to ``train.max_steps``, or until a stop; returns the summary.
     ``after_step(step, ending)`` runs after each step (validation, samples); ``ending``: the
@@ -178,8 +189,10 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             in_a_row = run.step_fn.skipped_run_if_ready()
             if in_a_row is not None:
                 check_finite(in_a_row, step, run)
-            out_of_time = bool(cfg.time_budget_s) and \
-                time.perf_counter() - t_start > cfg.time_budget_s
+            elapsed = time.perf_counter() - t_start
+            out_of_time = bool(cfg.time_budget_s) and elapsed > cfg.time_budget_s
+            if run.horizon is not None and step % check_every == 0:
+                _move_horizon(run, step, elapsed)
             # Under DDP agreeing on a stop costs a collective, so ranks compare notes every
             # check_every steps; a single process reacts within the step.
             stop = False
@@ -208,4 +221,6 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
                    wall_seconds=time.perf_counter() - t_start,
                    recompiles_after_warmup=loop.recompiles, shapes_seen=len(loop.seen_shapes),
                    padding_pct=run.batches.padding_pct)
+    if run.horizon is not None:
+        summary["lr_schedule_end"] = run.horizon.end
     return summary

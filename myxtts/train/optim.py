@@ -1,6 +1,7 @@
 """Each stage's optimizer and learning-rate schedule, built here and handed to its step.
 
-The acoustic model: AdamW (fused kernel), warmup + cosine or constant. The vocoder: AdamW with
+The acoustic model: AdamW (fused kernel), warmup + cosine (under a time budget: warmup, the
+peak rate, and a cosine over the budget's last 20 %) or constant. The vocoder: AdamW with
 HiFi-GAN's betas (0.8, 0.99, as measured), its rate decayed by 0.999 per epoch as HiFi-GAN's
 recipe does (``train.schedule=constant`` keeps it fixed)."""
 from __future__ import annotations
@@ -36,21 +37,66 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig):
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
-def lr_lambda(cfg: TrainConfig):
-    """Multiplier of the base lr at a step, for LambdaLR."""
+COOLDOWN = 0.2  # the share of a time-budgeted run's steps its rate anneals over, at the end
+
+
+def lr_lambda(cfg: TrainConfig, horizon: Horizon | None = None):
+    """Multiplier of the base lr at a step, for LambdaLR: a linear warm-up, then a cosine down to
+    ``min_lr_ratio`` at ``train.max_steps``. Under a time budget (``horizon``), the peak rate
+    holds until the last ``COOLDOWN`` of the steps the budget is expected to allow, and the cosine
+    runs over those: the decay then starts when the estimate is at its surest, and the weights
+    the run ends with have had their low-rate steps (warmup-stable-decay, as in Hägele et al.
+    2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations", where a
+    20 % cool-down matched a cosine)."""
     warm = max(cfg.warmup_steps, 1)
 
     def cosine(step: int) -> float:
         if step < cfg.warmup_steps:
             return (step + 1) / warm
-        progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+        if horizon is None:
+            progress = (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
+        else:
+            progress = ((step - cfg.warmup_steps) / max(1, horizon.end - cfg.warmup_steps)
+                        - (1 - COOLDOWN)) / COOLDOWN
+        progress = min(1.0, max(0.0, progress))
         return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
     return {"cosine": cosine, "constant": lambda step: 1.0}[cfg.schedule]
 
 
-def build_scheduler(optimizer, cfg: TrainConfig):
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+class Horizon:
+    """Where the schedule ends when ``train.time_budget_s`` ends the run: the step the budget is
+    expected to run out at, not ``train.max_steps``, so the rate anneals within the time the run
+    has, on whatever machine. (A 3-minute demo makes 340 steps on one CPU and 570 on another;
+    with the cosine spread over ``max_steps`` it stopped at the peak rate, never reaching the
+    low-rate steps that settle the weights.)
+
+    The end is re-estimated as the run goes, from its steps per second since the first estimate
+    (so not from the first steps, which pay for warm-ups). It is not checkpointed: a resumed run
+    has a budget of its own, and estimates anew."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.end, self.budget_s, self.max_steps = cfg.max_steps, cfg.time_budget_s, cfg.max_steps
+        self._origin: tuple[int, float] | None = None  # (step, seconds) the rate counts from
+
+    @staticmethod
+    def of(cfg: TrainConfig) -> Horizon | None:
+        """None where there is nothing to move: no time budget, or no cosine."""
+        return Horizon(cfg) if cfg.time_budget_s and cfg.schedule == "cosine" else None
+
+    def estimate(self, step: int, elapsed_s: float) -> int | None:
+        """The step the budget is expected to end at, given ``step`` steps done after
+        ``elapsed_s`` of it; None until a rate can be measured."""
+        if self._origin is None or step <= self._origin[0] or elapsed_s <= self._origin[1]:
+            self._origin = self._origin or (step, elapsed_s)
+            return None
+        rate = (step - self._origin[0]) / (elapsed_s - self._origin[1])
+        left = max(0.0, self.budget_s - elapsed_s)
+        return min(self.max_steps, step + round(left * rate))
+
+
+def build_scheduler(optimizer, cfg: TrainConfig, horizon: Horizon | None = None):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, horizon))
 
 
 def build_vocoder_optimizer(gen: torch.nn.Module, cfg: Config):

@@ -7,7 +7,7 @@ import torch
 from myxtts.config import load
 from myxtts.models.xtts import XTTS
 from myxtts.train.compile import compile_step
-from myxtts.train.optim import build_optimizer, build_scheduler, lr_lambda
+from myxtts.train.optim import Horizon, build_optimizer, build_scheduler, lr_lambda
 from myxtts.train.precision import resolve
 from myxtts.train.step import TrainStep
 
@@ -66,6 +66,35 @@ def test_schedules():
     cfg.train.schedule = "constant"
     g = lr_lambda(cfg.train)
     assert g(0) == g(9) == g(99) == 1.0
+
+
+@pytest.mark.parametrize("steps_per_s", [2.0, 3.5, 9.0])
+def test_under_a_time_budget_the_rate_anneals_by_the_end_whatever_the_speed(steps_per_s):
+    """A 100-second budget, 10,000 steps allowed: a machine of any speed holds the peak rate, then
+    reaches the schedule's lowest as its time runs out, where the cosine over ``max_steps`` was
+    still near the peak."""
+    cfg = load(None, ["train.warmup_steps=10", "train.max_steps=10000", "train.min_lr_ratio=0.05",
+                      "train.time_budget_s=100"]).train
+    horizon = Horizon.of(cfg)
+    f, by_steps = lr_lambda(cfg, horizon), lr_lambda(cfg)
+    warm_up_s = 4.0  # the first steps are slower (compiled kernels loaded, caches filled)
+    step, elapsed = 0, 0.0
+    while elapsed <= cfg.time_budget_s:
+        step += 1
+        elapsed = warm_up_s + step / steps_per_s
+        if step % 10 == 0:
+            end = horizon.estimate(step, elapsed)
+            horizon.end = horizon.end if end is None else end
+    assert f(step) < 0.06 and by_steps(step) > 0.9
+    assert f(int(0.7 * step)) == 1.0  # the peak rate holds until the cool-down (the last 20 %)
+    assert abs(horizon.end - step) <= 2  # the rate was measured after the warm-up
+
+
+def test_only_a_cosine_with_a_time_budget_has_a_horizon():
+    assert Horizon.of(load(None, []).train) is None
+    assert Horizon.of(load(None, ["train.time_budget_s=60", "train.schedule=constant"]).train) is None
+    horizon = Horizon.of(load(None, ["train.time_budget_s=60", "train.max_steps=50"]).train)
+    assert horizon.estimate(10, 1.0) is None and horizon.estimate(20, 2.0) == 50  # never past max_steps
 
 
 def test_weight_decay_goes_by_rank_not_by_name():

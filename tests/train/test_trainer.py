@@ -55,6 +55,8 @@ def test_a_run_its_time_budget_ends_validates_its_last_weights(lj_cache, tmp_pat
     recs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in recs if "val_loss" in x] == [1]
     assert RunDir(tmp_path / "run").best.is_file()
+    # the schedule's end is kept where no rate could be measured yet
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["lr_schedule_end"] == 100000
 
 
 def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
