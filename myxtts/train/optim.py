@@ -87,10 +87,13 @@ class Horizon:
     def estimate(self, step: int, elapsed_s: float) -> int | None:
         """The step the budget is expected to end at, given ``step`` steps done after
         ``elapsed_s`` of it; None until a rate can be measured."""
-        if self._origin is None or step <= self._origin[0] or elapsed_s <= self._origin[1]:
-            self._origin = self._origin or (step, elapsed_s)
+        if self._origin is None:
+            self._origin = (step, elapsed_s)
             return None
-        rate = (step - self._origin[0]) / (elapsed_s - self._origin[1])
+        step0, elapsed0 = self._origin
+        if step <= step0 or elapsed_s <= elapsed0:
+            return None
+        rate = (step - step0) / (elapsed_s - elapsed0)
         left = max(0.0, self.budget_s - elapsed_s)
         return min(self.max_steps, step + round(left * rate))
 
