@@ -52,14 +52,24 @@ class Recognizer:
     def name(self) -> str:
         return self.path.name if self.path.name != "model" else f"{self.path.parent.name}/model"
 
-    def transcribe(self, wav: np.ndarray, sample_rate: int) -> str:
-        """(S,) float waveform at any rate → text ('' for silence)."""
+    def _segments(self, wav: np.ndarray, sample_rate: int, words: bool) -> list:
         wav = np.asarray(wav, dtype=np.float32)
         if sample_rate != SAMPLE_RATE:
             wav = soxr.resample(wav, sample_rate, SAMPLE_RATE).astype(np.float32)
         if not wav.size or not np.any(wav):
-            return ""
+            return []
         segments, _ = self.model.transcribe(wav, language="en", beam_size=1,
                                             condition_on_previous_text=False,
-                                            without_timestamps=True, vad_filter=False)
-        return " ".join(s.text.strip() for s in segments).strip()
+                                            without_timestamps=not words, word_timestamps=words,
+                                            vad_filter=False)
+        return list(segments)
+
+    def transcribe(self, wav: np.ndarray, sample_rate: int) -> str:
+        """(S,) float waveform at any rate → text ('' for silence)."""
+        return " ".join(s.text.strip() for s in self._segments(wav, sample_rate, False)).strip()
+
+    def words(self, wav: np.ndarray, sample_rate: int) -> list[tuple[str, float, float]]:
+        """(S,) float waveform → [(word, start s, end s)], the times from Whisper's cross-attention
+        (dynamic time warping over its alignment heads): tens of milliseconds at best."""
+        return [(w.word.strip(), float(w.start), float(w.end)) for s in self._segments(wav, sample_rate, True)
+                for w in s.words]

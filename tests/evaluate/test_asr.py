@@ -37,3 +37,13 @@ def test_silence_and_noise_score_as_failures(listener):
     noise = np.random.default_rng(0).normal(0, 0.1, 3 * SR).astype(np.float32)
     for wav in (silence, noise):
         assert wer([text], [listener.asr.transcribe(wav, SR)]) >= 0.9
+
+
+def test_word_times_follow_the_words_in_order(listener):
+    """Whisper's word timestamps: the transcript's words, in order, each span inside the clip."""
+    wav = lj_wav("LJ001-0001")
+    words = listener.asr.words(wav, SR)
+    assert " ".join(w for w, _, _ in words) == listener.asr.transcribe(wav, SR)
+    starts = [s for _, s, _ in words]
+    assert starts == sorted(starts) and starts[-1] > starts[0], words
+    assert all(0 <= s <= e <= len(wav) / SR + 0.1 for _, s, e in words), words
