@@ -8,6 +8,9 @@ alone and asks the recogniser what it says, decomposed so a failure points at it
     mel L1 by region    teacher-forced, on quiet frames, frames at a token change, and the
                         steady inside of tokens of 5+ frames
     losses              every term of the training loss, eval mode, per clip, averaged
+    alignment           the aligner's word starts against the speech onsets after pauses and
+                        Whisper's word times, and which tokens it gives the pauses
+                        (``alignment_check.py``)
 
     PYTHONPATH=. python benchmarks/memorise_clips.py --out DIR [--clips 8] [--minutes 20]
         [--json FILE] [KEY=VALUE ...]
@@ -30,6 +33,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alignment_check import QUIET_NATS, durations  # noqa: E402
+from alignment_check import check as check_alignment  # noqa: E402
 from teacher_forced_asr import teacher_forced  # noqa: E402
 
 from myxtts.commands.common import EXIT_OK, EXIT_STOPPED  # noqa: E402
@@ -40,7 +45,6 @@ from myxtts.infer import Synthesizer  # noqa: E402
 
 CLIPS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "ljspeech"
 TRAIN = ["--config", "tiny", "train.max_steps=6800"]  # the 2026-11-26 record's command
-QUIET_NATS = 4.6  # a frame this far (natural log, ~40 dB) below the clip's loudest is quiet
 
 
 def corpus(out: Path, n: int) -> Path:
@@ -89,20 +93,22 @@ def score(run: Path, cache_dir: Path, threads: int) -> dict:
         n = int(batch["mel_lens"][0])
         for k, v in model.losses(batch, out).items():
             terms.setdefault(k, []).append(float(v))
-        true_mel, dur = batch["mel"][0, :n], out["dur"][0]
+        true_mel = batch["mel"][0, :n]
+        dur = torch.tensor(durations(out, cfg.model.reduction, batch["tokens"].shape[1]))  # (Tt,)
         err = (out["mel_post"][0, :n] - true_mel).abs().mean(dim=1)  # (T,)
         for name, m in regions(true_mel, dur).items():
             region_err.setdefault(name, []).append((float(err[m].sum()), int(m.sum())))
-        predicted = torch.expm1(out["log_dur"][0]).round().clamp(min=1)  # (Tt,) as generate
         copy = vocode(true_mel)
         rows.append({
             "id": s.id, "text": s.text,
             "copy_synthesis": listener.asr.transcribe(np.asarray(copy, dtype=np.float32), sr),
             "teacher_forced": listener.asr.transcribe(vocode(out["mel_post"][0, :n]), sr),
-            "synthesis": listener.asr.transcribe(sp.wav, sr),
-            "frames": n, "frames_predicted": int(predicted.sum()),
-            "duration_abs_error_frames": float((predicted - dur).abs().mean()),
-            "duration_log_mse": float((out["log_dur"][0] - torch.log1p(dur)).pow(2).mean())})
+            "synthesis": listener.asr.transcribe(sp.wav, sr), "frames": n,
+            "frames_predicted": sp.mel.shape[0]})
+        if "log_dur" in out:  # the duration decoder's predictor against its aligner
+            predicted = torch.expm1(out["log_dur"][0]).round().clamp(min=1)  # (Tt,) as generate
+            rows[-1].update(duration_abs_error_frames=float((predicted - dur).abs().mean()),
+                            duration_log_mse=float((out["log_dur"][0] - torch.log1p(dur)).pow(2).mean()))
     refs = [r["text"] for r in rows]
     result = {"run": str(run), "checkpoint": meta["path"], "step": meta["step"],
               "clips": len(rows), "seed": cfg.train.seed}
@@ -113,7 +119,9 @@ def score(run: Path, cache_dir: Path, threads: int) -> dict:
     result["mel_l1_by_region"] = {k: {"l1": sum(e for e, _ in v) / max(1, sum(c for _, c in v)),
                                       "frames": sum(c for _, c in v)} for k, v in region_err.items()}
     result["length_ratio"] = sum(r["frames_predicted"] for r in rows) / sum(r["frames"] for r in rows)
-    result["duration_abs_error_frames"] = float(np.mean([r["duration_abs_error_frames"] for r in rows]))
+    if "duration_abs_error_frames" in rows[0]:
+        result["duration_abs_error_frames"] = float(np.mean([r["duration_abs_error_frames"] for r in rows]))
+    result["alignment"] = check_alignment(model, cfg, text, cache, sentences, listener.asr)
     result["per_clip"] = rows
     return result
 
