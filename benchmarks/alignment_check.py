@@ -99,11 +99,16 @@ def match(a: list[float], b: list[float], skip: float = SKIP_S) -> list[tuple[fl
     return pairs[::-1]
 
 
+def quiet_frames(mel: torch.Tensor) -> torch.Tensor:
+    """True mel (T, M) → (T,) bool: the frames more than ``QUIET_NATS`` below the loudest."""
+    loud = mel.float().mean(dim=1)  # (T,) mean log-mel of each frame
+    return loud < loud.max() - QUIET_NATS
+
+
 def inner_pauses(mel: torch.Tensor) -> list[tuple[int, int]]:
     """True mel (T, M) → [start, end) frames of each quiet run of ``PAUSE_FRAMES`` or more between
     the clip's first and last loud frame (leading and trailing silence are not pauses)."""
-    loud = mel.float().mean(dim=1)  # (T,)
-    quiet = (loud < loud.max() - QUIET_NATS).tolist()
+    quiet = quiet_frames(mel).tolist()
     loud_idx = [t for t, q in enumerate(quiet) if not q]
     runs, t = [], loud_idx[0] if loud_idx else len(quiet)
     end = loud_idx[-1] if loud_idx else -1
@@ -124,12 +129,12 @@ def nearest_gap(t: float, starts: list[float]) -> float | None:
     return min((abs(t - x) for x in starts), default=None)
 
 
-def check(model, cfg, text: TextProcessor, cache: Cache, sentences, asr: Recognizer) -> dict:
+def check(clips, cfg, symbols: list[str], cache: Cache, asr: Recognizer) -> dict:
+    """``clips``: (sentence, batch, outputs) of each clip's teacher-forced pass
+    (``teacher_forced``), so a caller that already ran it does not run it again."""
     frame_s = cfg.audio.hop_length / cfg.audio.sample_rate
-    symbols = text.vocab.symbols
     rows, gaps, onset_gaps, frames = [], [], {"aligner": [], "whisper": []}, Counter()
-    for s in sentences:
-        batch, out = teacher_forced(model, cfg, text, cache, s)
+    for s, batch, out in clips:
         kinds = [kind(symbols[i]) for i in batch["tokens"][0].tolist()]
         dur = durations(out, cfg.model.reduction, len(kinds))
         mine = word_starts(kinds, dur, frame_s)
@@ -176,9 +181,9 @@ def main() -> None:
     args = ap.parse_args()
     model, cfg, symbols, meta = load_model(args.run)
     text, cache = TextProcessor(cfg.text, Vocabulary(symbols)), Cache(args.cache)
+    clips = [(s, *teacher_forced(model, cfg, text, cache, s)) for s in plan(cache, args.limit, args.split)]
     result = {"checkpoint": meta["path"], "step": meta["step"],
-              **check(model, cfg, text, cache, plan(cache, args.limit, args.split),
-                      Recognizer(threads=torch.get_num_threads()))}
+              **check(clips, cfg, symbols, cache, Recognizer(threads=torch.get_num_threads()))}
     out = json.dumps(result, indent=1)
     print(out)
     if args.json:

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alignment_check import QUIET_NATS, durations  # noqa: E402
 from alignment_check import check as check_alignment  # noqa: E402
+from alignment_check import durations, quiet_frames  # noqa: E402
 from teacher_forced_asr import teacher_forced  # noqa: E402
 
 from myxtts.commands.common import EXIT_OK, EXIT_STOPPED  # noqa: E402
@@ -68,13 +68,12 @@ def myxtts(*args: str, threads: int) -> None:
 
 def regions(mel: torch.Tensor, dur: torch.Tensor) -> dict[str, torch.Tensor]:
     """True mel (T, M) and the aligner's frames per token (Tt,) → boolean masks (T,)."""
-    loud = mel.mean(dim=1)  # (T,) mean log-mel of each frame
     token = torch.repeat_interleave(torch.arange(dur.numel()), dur.long())[: mel.shape[0]]  # (T,)
-    change = torch.zeros_like(loud, dtype=torch.bool)
+    quiet = quiet_frames(mel)  # (T,)
+    change = torch.zeros_like(quiet)
     change[1:] |= token[1:] != token[:-1]
     change[:-1] |= change[1:].clone()  # the frame on either side of a boundary
     long_token = dur.long()[token] >= 5
-    quiet = loud < loud.max() - QUIET_NATS
     return {"quiet": quiet, "token_change": change & ~quiet,
             "steady": long_token & ~change & ~quiet}
 
@@ -87,9 +86,10 @@ def score(run: Path, cache_dir: Path, threads: int) -> dict:
     sr = cfg.audio.sample_rate
     sentences = plan(cache, split="train")
     spoken = speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
-    rows, terms, region_err = [], {}, {}
+    rows, terms, region_err, forced = [], {}, {}, []
     for s, sp in zip(sentences, spoken):
         batch, out = teacher_forced(model, cfg, text, cache, s)
+        forced.append((s, batch, out))
         n = int(batch["mel_lens"][0])
         for k, v in model.losses(batch, out).items():
             terms.setdefault(k, []).append(float(v))
@@ -121,7 +121,7 @@ def score(run: Path, cache_dir: Path, threads: int) -> dict:
     result["length_ratio"] = sum(r["frames_predicted"] for r in rows) / sum(r["frames"] for r in rows)
     if "duration_abs_error_frames" in rows[0]:
         result["duration_abs_error_frames"] = float(np.mean([r["duration_abs_error_frames"] for r in rows]))
-    result["alignment"] = check_alignment(model, cfg, text, cache, sentences, listener.asr)
+    result["alignment"] = check_alignment(forced, cfg, text.vocab.symbols, cache, listener.asr)
     result["per_clip"] = rows
     return result
 

@@ -34,6 +34,5 @@ def test_matching_pairs_each_start_once_in_order_and_skips_the_extra_ones():
     whisper = [0.0, 0.60, 0.75, 1.38]
     assert match(aligner, whisper) == [(0.02, 0.0), (0.61, 0.60), (1.40, 1.38)]
     assert match([], whisper) == []
-    far = match([0.0, 5.0], [2.5])
-    assert far == [] or len(far) == 1
+    assert match([0.0, 5.0], [2.5]) == []  # 2.5 s from either: dearer than leaving all three
     assert match([1.0], [1.0 + 0.1]) == [pytest.approx((1.0, 1.1))]
