@@ -1,5 +1,7 @@
 """``myxtts train --config C --data CACHE --out RUN [--init-from SRC] [k=v ...]``: train (or
-resume) a run; with ``--init-from``, a new run starts from trained weights (train/finetune.py).
+resume) a run; with ``--init-from``, a new run starts from trained weights (train/finetune.py);
+``--stage vocoder --mels-from RUN`` trains the vocoder on an acoustic model's mels
+(train/vocoder.py).
 
 Exit codes: 0 finished (or already finished), 2 a setting or input to fix, 75 stopped by a
 signal or ``train.time_budget_s`` after writing a checkpoint: run the same command to resume.
@@ -19,6 +21,7 @@ from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import finetune
 from myxtts.train.trainer import train, train_vocoder
+from myxtts.train.vocoder import find_teacher
 
 
 def add_parser(sub) -> None:
@@ -33,6 +36,13 @@ def add_parser(sub) -> None:
                    "its newest checkpoint; a checkpoint folder; a model.safetensors file), with its "
                    "own data, optimizer and schedule, and the model settings of those weights; "
                    "ignored once --out has a checkpoint: the run resumes from that")
+    p.add_argument("--mels-from", metavar="RUN_OR_CHECKPOINT",
+                   help="vocoder stage: train on the mels this acoustic model makes of the training "
+                   "clips, teacher-forced so that each frame lines up with the recording "
+                   "(ground-truth-aligned), instead of the recordings' own mels: the vocoder learns "
+                   "to render that model's mels; usually with --init-from a vocoder trained on "
+                   "the recordings; ignored once --out has a checkpoint: the run resumes with the "
+                   "model it started with")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a bar")
     add_overrides(p)
     p.set_defaults(func=_cmd)
@@ -48,6 +58,17 @@ def _cmd(args) -> int:
         else:  # every mismatch is one line before anything is built or written
             init = finetune.find(args.init_from, args.stage)
             finetune.check_data(init, args.data, args.stage)
+    mels_from = None
+    if args.mels_from is not None:
+        if args.stage != "vocoder":
+            raise UserError("--mels-from names the acoustic model a vocoder learns to render; "
+                            "add --stage vocoder")
+        last = ckpt.latest(out)
+        if last is not None:
+            print(f"--mels-from ignored: {out} resumes from its own checkpoint {last.name}, on "
+                  "the mels it started with")
+        else:
+            mels_from = find_teacher(args.mels_from, args.data)
     cfg = run_config(args, init)
     created = not out.exists()
     try:  # before the run is built: a file in the way is an input error, not a crash later
@@ -63,6 +84,8 @@ def _cmd(args) -> int:
 
         extra["evaluate"] = TrainingEval(cfg, out)
     try:
+        if mels_from is not None:
+            extra["mels_from"] = mels_from
         summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, init=init, **extra)
     except BaseException:
         with contextlib.suppress(OSError):  # never in the way of the error being reported

@@ -112,10 +112,12 @@ def _stop_all() -> None:  # a thread still inside torch at interpreter exit abor
 
 def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, world_size: int = 1,
                 epoch: int = 0, seed: int | None = None, with_wav: bool = False,
-                num_workers: int | None = None, shuffle: bool | None = None,
-                persistent_workers: bool | None = None) -> BatchLoader:
+                with_voice: bool | None = None, num_workers: int | None = None,
+                shuffle: bool | None = None, persistent_workers: bool | None = None) -> BatchLoader:
     """One split's loader. Training references come from training utterances only; validation
-    ones from any."""
+    ones from any. ``with_voice``: whether the batches carry the references' speaker embeddings
+    (default: for a ``model.speaker_embedding=ge2e`` model's batches; not for the vocoder's,
+    which carry waveforms, unless it reads the mels of such a model and says so)."""
     d = cfg.data
     sampler = make_sampler(cache, cfg, split, rank=rank, world_size=world_size, seed=seed,
                            shuffle=shuffle)
@@ -123,8 +125,9 @@ def make_loader(cache, cfg: Config, split: str = "train", *, rank: int = 0, worl
     pool = cache.indices("train") if split == "train" else np.arange(len(cache))
     if split == "train" and pool.size == 0:
         pool = np.arange(len(cache))
-    # the vocoder's batches (with_wav) carry no voice to condition on
-    ref_embeddings = embeddings.ensure(cache) if cfg.model.speaker_embedding == "ge2e" and not with_wav else None
+    if with_voice is None:  # the acoustic model's batches: as its setting says
+        with_voice = cfg.model.speaker_embedding == "ge2e" and not with_wav
+    ref_embeddings = embeddings.ensure(cache) if with_voice else None
     dataset = BatchBuilder(cache, features_for(cache, cfg, with_wav), ref_seconds=d.ref_seconds,
                            pad_multiple=d.pad_multiple, seed=sampler.seed, ref_pool=pool,
                            speaker_embeddings=ref_embeddings)

@@ -10,11 +10,12 @@ from myxtts.data.loader import make_loader
 
 
 class Batches:
-    def __init__(self, cache, cfg, device: torch.device, info, with_wav: bool = False):
+    def __init__(self, cache, cfg, device: torch.device, info, with_wav: bool = False,
+                 with_voice: bool | None = None):
         self.cache, self.cfg, self.device, self.info = cache, cfg, device, info
-        self.with_wav = with_wav
+        self.with_wav, self.with_voice = with_wav, with_voice
         self.loader = make_loader(cache, cfg, "train", rank=info.rank, world_size=info.world_size,
-                                  with_wav=with_wav)
+                                  with_wav=with_wav, with_voice=with_voice)
         self.sampler = self.loader.sampler
         self.stream = BatchStream(self.loader, device)
         self.shapes = self.sampler.shapes()
@@ -36,7 +37,8 @@ class Batches:
         if self.cache.indices("val").size == 0:
             return
         loader = make_loader(self.cache, self.cfg, "val", rank=self.info.rank,
-                             world_size=self.info.world_size, num_workers=0, with_wav=self.with_wav)
+                             world_size=self.info.world_size, num_workers=0, with_wav=self.with_wav,
+                             with_voice=self.with_voice)
         yield from DevicePrefetcher(loader, self.device)
 
     def state_dict(self) -> dict:

@@ -42,7 +42,7 @@ from myxtts.train.plan import LR_SETTING, Plan, asked_lr
 from myxtts.train.precision import Precision, device_name, pick_device, resolve, usable_cpus
 from myxtts.train.recompute import recompute_blocks
 from myxtts.train.step import Step, TrainStep
-from myxtts.train.vocoder import VocoderStep
+from myxtts.train.vocoder import VocoderStep, load_teacher
 
 STAGES = ("acoustic", "vocoder")
 
@@ -148,12 +148,14 @@ def host_copies(cfg: Config) -> bool:
 
 
 def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
-                 saved: Plan | None = None, init_from: dict | None = None) -> Plan:
+                 saved: Plan | None = None, init_from: dict | None = None,
+                 mels_from: dict | None = None) -> Plan:
     """What ``cfg`` resolves to on this process's device. A resume passes the plan it ``saved``:
     its batches and learning rate are kept as they were, and so are its precision and compile
     mode unless the run moved to another kind of device (then they resolve again, and a note
     says so); so is the origin of its first weights. A new fine-tuning run passes that origin
-    as ``init_from`` (train/finetune.py)."""
+    as ``init_from`` (train/finetune.py), a new vocoder run the acoustic model whose mels it
+    reads as ``mels_from`` (train/vocoder.py)."""
     info = info or DistInfo()
     device = pick_device(info.local_rank)
     notes: list[str] = []
@@ -188,7 +190,8 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     return Plan(device=str(device), device_name=device_name(device), precision=precision,
                 compile=mode, frame_budget=budget, max_batch_size=max_batch, lr=lr,
                 world_size=info.world_size, notes=tuple(notes),
-                init_from=saved.init_from if saved is not None else init_from, speaker_embedding=embedding)
+                init_from=saved.init_from if saved is not None else init_from, speaker_embedding=embedding,
+                mels_from=saved.mels_from if saved is not None else mels_from)
 
 
 def sizing_probe(data, info: DistInfo, device: torch.device):
@@ -212,10 +215,15 @@ def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
                         "data.store_wav=true, or train with data.on_the_fly=true")
     cache = Cache(data, expect=cfg)
     gen = build_generator(cfg).to(device)
-    batches = Batches(cache, cfg, device, info, with_wav=True) if with_batches else None
+    teacher = load_teacher(plan.mels_from, data, device) if plan.mels_from else None
+    if teacher is not None:
+        run_on_host(cfg.train.aligner_on_host)  # its aligner, as the acoustic stage would run it
+    # a teacher conditioned on speaker embeddings reads them from the batch, like in training
+    voice = teacher is not None and teacher.speaker_proj is not None
+    batches = Batches(cache, cfg, device, info, with_wav=True, with_voice=voice) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     opt = build_vocoder_optimizer(gen, cfg)
     sched = build_vocoder_scheduler(opt, cfg, len(sampler))
-    step_fn = VocoderStep(cfg, gen, opt, sched, prec)
+    step_fn = VocoderStep(cfg, gen, opt, sched, prec, teacher)
     return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, opt, sched, sampler,
                batches, plan)

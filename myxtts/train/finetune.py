@@ -82,10 +82,10 @@ def voices_heard(init_from: dict | None, cache) -> list[str]:
     return base + [v for v in cache.voices("train") if v not in base]
 
 
-def find(path, stage: str | None = None) -> Source:
-    """SRC as given to ``--init-from``: a model file, a folder holding one (a checkpoint, or a
-    run's ``best/``), or a run folder (its best weights by ``choose_weights``). With a
-    ``stage``, weights of the other stage are refused."""
+def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
+    """SRC as given to ``--init-from`` (or another ``flag`` naming weights): a model file, a
+    folder holding one (a checkpoint, or a run's ``best/``), or a run folder (its best weights
+    by ``choose_weights``). With a ``stage``, weights of the other stage are refused."""
     p = Path(path)
     if p.is_dir():
         try:
@@ -100,8 +100,7 @@ def find(path, stage: str | None = None) -> Source:
     file = file.resolve()  # what the run records, and every message names
     cfg, vocab, meta = describe(file)
     if stage is not None and meta["kind"] != stage:
-        raise UserError(f"--init-from {file}: holds {meta['kind']} weights; the {stage} stage "
-                        f"starts from {stage} weights")
+        raise UserError(f"{flag} {file}: holds {meta['kind']} weights; {flag} takes {stage} weights")
     return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta))
 
 

@@ -8,7 +8,9 @@ checkpoint (older checkpoints hold it as ``plan.json``). A resume reads the plan
 checkpoint it resumes from instead of resolving again: the same batch
 shapes and the same rate, so the resumed run continues the one that stopped
 (``train.build.resolve_plan``). A fine-tuning run's plan also says where its first weights came
-from (``init_from``, train/finetune.py), so every checkpoint of it names its origin.
+from (``init_from``, train/finetune.py), so every checkpoint of it names its origin; a vocoder run
+trained on an acoustic model's mels names that model (``mels_from``, train/vocoder.py), and a
+resume reads that same model again.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class Plan:
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
     speaker_embedding: str | None = None  # model.speaker_embedding resolved; None: as asked (older plans)
+    mels_from: dict | None = None  # {path, step, sha256} of the acoustic model a vocoder reads the mels of
 
     def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with

@@ -28,7 +28,7 @@ from myxtts.train.precision import device_name, usable_cpus
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
           log=TrainLog, evaluate=None, init: finetune.Source | None = None,
-          stage: str = "acoustic") -> dict:
+          stage: str = "acoustic", mels_from: finetune.Source | None = None) -> dict:
     """Train (or resume) a stage: the acoustic model, or the vocoder on the cache's waveforms.
     Returns the run summary. ``log`` makes the run's log: ``(out, cfg, is_main, progress) ->
     TrainLog`` (the command line passes the one with GPU sampling, TensorBoard and the report).
@@ -36,8 +36,10 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     ``train.eval_every`` steps on rank 0 (the command line passes
     ``myxtts.evaluate.periodic.TrainingEval``). ``init``: the trained weights a new run starts
     from (``cfg`` already configured for them, ``finetune.configure``); ignored when the run
-    resumes. Both stages run this one flow; what differs is in :func:`_header` and
-    :func:`_after_step` (validation, samples and evaluation are the acoustic model's)."""
+    resumes. ``mels_from``: the acoustic model a new vocoder run reads the mels of
+    (train/vocoder.py); a resume reads the one its plan names. Both stages run this one flow;
+    what differs is in :func:`_header` and :func:`_after_step` (validation, samples and
+    evaluation are the acoustic model's)."""
     out = Path(out)
     # the vocoder stage refuses several processes (build.py) before any process group exists
     info = D.setup() if stage == "acoustic" else D.DistInfo()
@@ -47,7 +49,8 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
         if stage == "acoustic":
             speaker_embeddings(cfg, data, info)
         plan = resolve_plan(cfg, data, stage=stage, info=info, saved=Plan.load(last) if last else None,
-                            init_from=init.record() if init else None)
+                            init_from=init.record() if init else None,
+                            mels_from=mels_from.record() if mels_from else None)
         run = build_run(cfg, data, stage=stage, info=info, plan=plan)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
@@ -60,9 +63,10 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
 
 
 def train_vocoder(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
-                  log=TrainLog, init: finetune.Source | None = None) -> dict:
+                  log=TrainLog, init: finetune.Source | None = None,
+                  mels_from: finetune.Source | None = None) -> dict:
     """:func:`train` of the vocoder stage."""
-    return train(cfg, data, out, progress, log, init=init, stage="vocoder")
+    return train(cfg, data, out, progress, log, init=init, stage="vocoder", mels_from=mels_from)
 
 
 def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=None,
@@ -126,7 +130,9 @@ def _header(asked: Config, run: Run) -> list[str]:
         seg = cfg.vocoder.segment_frames
         return [f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "
                 f"({run.plan.device_name}) | precision {run.precision.name}"
-                + (f" | init from {finetune.describe_origin(run.plan.init_from)}" if run.plan.init_from else ""),
+                + (f" | init from {finetune.describe_origin(run.plan.init_from)}" if run.plan.init_from else "")
+                + (f" | mels from {finetune.describe_origin(run.plan.mels_from)}" if run.plan.mels_from else
+                   " | mels from the recordings"),
                 *run.plan.notes,
                 f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
                 f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch shapes"]

@@ -6,6 +6,13 @@ Trains the generator on the waveforms stored in the cache (``data.store_wav=true
 multi-resolution STFT), with the optimizer and schedule the builder gives it
 (``train.optim.build_vocoder_optimizer``: AdamW, the rate decayed per epoch as HiFi-GAN's is).
 
+With a ``teacher`` (``--mels-from RUN``: an acoustic model, frozen, in eval mode) the generator
+reads the mels that model makes of each batch teacher-forced (its durations the aligner's, so
+every frame lines up with the recording) instead of the recording's own: it learns to render
+the acoustic model's mels, errors and smoothing included, into the recorded waveform. This is
+ground-truth-aligned fine-tuning, as Tacotron 2's and HiFi-GAN's recipes train their vocoders.
+The mel loss still compares with the recording's mel.
+
 Single process. Losses stay on the device and are read only on logging steps; a non-finite loss
 makes the fused optimizer skip its update on the device, like the acoustic trainer does.
 Checkpoints (``train.checkpoint``, kind "vocoder"): the generator in ``model.safetensors`` (what
@@ -22,8 +29,35 @@ import torch.nn.functional as F
 
 from myxtts.audio import LOG_FLOOR, MelSpectrogram
 from myxtts.config import Config
+from myxtts.errors import UserError
+from myxtts.models.checkpoint import load_model
 from myxtts.models.vocoder import random_segments, reconstruction_loss
+from myxtts.train import finetune
 from myxtts.train.step import StepCounters
+
+MEL_PAD = math.log(LOG_FLOOR)  # digital silence, what a batch's padded frames hold
+
+
+def find_teacher(path, data) -> finetune.Source:
+    """``--mels-from``'s acoustic model, refused in one line unless it reads ``data`` (its mel
+    settings, text mode and vocabulary)."""
+    src = finetune.find(path, "acoustic", flag="--mels-from")
+    finetune.check_data(src, data, "acoustic")
+    return src
+
+
+def load_teacher(mels_from: dict, data, device: torch.device) -> torch.nn.Module:
+    """The acoustic model a plan's ``mels_from`` names, frozen, in eval mode (no dropout: the
+    same mels for the same batch), on ``device``; refused if its file changed since the run
+    started (a resume would train on another model's mels)."""
+    path = mels_from["path"]
+    src = find_teacher(path, data)
+    if src.sha256 != mels_from["sha256"]:
+        raise UserError(f"{path}: not the acoustic model this vocoder run started on (sha256 "
+                        f"{src.sha256[:12]}, the run's plan says {mels_from['sha256'][:12]}); "
+                        "put that file back, or train the vocoder into a new --out")
+    model = load_model(src.path, device)[0]
+    return model.requires_grad_(False)
 
 
 class VocoderStep(StepCounters):
@@ -33,8 +67,8 @@ class VocoderStep(StepCounters):
     compile_mode, compile_notes = "off", ()  # never compiled
     nonfinite_hint = "lower vocoder.lr or use train.precision=fp32"
 
-    def __init__(self, cfg: Config, gen, optimizer, scheduler, precision):
-        self.cfg, self.gen, self.precision = cfg, gen, precision
+    def __init__(self, cfg: Config, gen, optimizer, scheduler, precision, teacher=None):
+        self.cfg, self.gen, self.precision, self.teacher = cfg, gen, precision, teacher
         dev = precision.device
         self.opt, self.sched = optimizer, scheduler
         self.scaler = precision.grad_scaler()
@@ -42,17 +76,26 @@ class VocoderStep(StepCounters):
         super().__init__(dev)
 
     def _crop(self, batch: dict):
+        """→ the generator's input mel, the recording's mel and its waveform, one random segment
+        per utterance, the same frames of all three: (B, seg, M), (B, seg, M), (B, seg * hop)."""
         seg, hop = self.cfg.vocoder.segment_frames, self.cfg.audio.hop_length
         mel, wav = batch["mel"].float(), batch["wav"].float()
+        if self.teacher is not None:  # (B, Tm, 2M): the teacher's mels beside, cropped as one
+            with torch.no_grad(), self.precision.autocast():
+                made = self.teacher(batch)["mel_post"].float()  # (B, Tm, M)
+            pad = torch.arange(mel.shape[1], device=mel.device) >= batch["mel_lens"][:, None]
+            mel = torch.cat([made.masked_fill(pad[..., None], MEL_PAD), mel], dim=2)
         if mel.shape[1] < seg:  # a batch shorter than one segment: pad with silence (static)
-            mel = F.pad(mel, (0, 0, 0, seg - mel.shape[1]), value=math.log(LOG_FLOOR))
+            mel = F.pad(mel, (0, 0, 0, seg - mel.shape[1]), value=MEL_PAD)
             wav = F.pad(wav, (0, seg * hop - wav.shape[1]))
-        return random_segments(mel, wav, batch["mel_lens"], seg, hop)
+        mel, wav = random_segments(mel, wav, batch["mel_lens"], seg, hop)
+        mel_in, mel = (mel, mel) if self.teacher is None else mel.chunk(2, dim=2)
+        return mel_in, mel, wav
 
     def __call__(self, micro_batches: list[dict]) -> None:
-        mel, wav = self._crop(micro_batches[0])  # (B, seg, M), (B, seg * hop)
+        mel_in, mel, wav = self._crop(micro_batches[0])  # (B, seg, M) x2, (B, seg * hop)
         with self.precision.autocast():
-            fake = self.gen(mel)  # (B, seg * hop)
+            fake = self.gen(mel_in)  # (B, seg * hop)
         # The losses run outside autocast: the STFT and log are precision-sensitive.
         parts = reconstruction_loss(self.cfg.vocoder, self.mel_fn, fake.float(), mel, wav)
         self.opt.zero_grad(set_to_none=True)

@@ -115,7 +115,7 @@ def _source_like(tmp_path, lj_cache, *overrides, vocab=None):
     ("n_mels", "was prepared with audio.n_mels=80, but {src} was trained with audio.n_mels=40"),
     ("text", "was prepared with text.mode=phonemes, but {src} was trained with text.mode=characters"),
     ("vocab", "has another vocabulary than {src}: it has 1 symbol(s) the checkpoint lacks ("),
-    ("kind", "{src}: holds vocoder weights; the acoustic stage starts from acoustic weights"),
+    ("kind", "--init-from {src}: holds vocoder weights; --init-from takes acoustic weights"),
     ("missing", "{src}: no such file or folder"),
 ])
 def test_what_does_not_fit_the_weights_is_one_line_before_any_training(

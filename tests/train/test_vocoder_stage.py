@@ -6,13 +6,20 @@ import sys
 
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
+from myxtts.cli import main
 from myxtts.config import load
 from myxtts.data.cache import Cache
+from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
+from myxtts.train.build import build_run, resolve_plan
+from myxtts.train.trainer import train
+from myxtts.train.vocoder import find_teacher
 
-from .conftest import ROOT, run_train
+from .conftest import FAST, ROOT
 
 
 def run_vocoder(cache, out, *overrides):
@@ -23,11 +30,17 @@ def run_vocoder(cache, out, *overrides):
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
 
 
-def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path):
-    acoustic = tmp_path / "run"  # a real acoustic run, its vocoder trained where it looks for one
-    r = run_train(lj_cache, acoustic, "train.max_steps=2", "train.checkpoint_every=2")
-    assert r.returncode == 0, r.stderr
-    run = acoustic / "vocoder"
+@pytest.fixture(scope="module")
+def acoustic(lj_cache, tmp_path_factory):
+    """A real acoustic run of two steps: checkpoints/step-00000002 and best/."""
+    out = tmp_path_factory.mktemp("acoustic") / "run"
+    train(load("tiny", [*FAST, "train.max_steps=2", "train.checkpoint_every=2"]), lj_cache, out,
+          progress=False)
+    return out
+
+
+def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, acoustic):
+    run = acoustic / "vocoder"  # the vocoder trained where its acoustic run looks for one
     r = run_vocoder(lj_cache, run)
     assert r.returncode == 0, r.stderr
     assert "vocoder: 2.79 M parameters" in r.stderr
@@ -74,6 +87,61 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, tmp_path
     assert again.returncode == 0, again.stderr
     assert "resuming from" in again.stderr
     assert (run / "checkpoints" / "step-00000004" / "model.safetensors").is_file()
+
+
+VOCODER = ["vocoder.segment_frames=16", "data.max_batch_size=2", "data.num_workers=0"]
+
+
+def test_a_vocoder_on_a_models_mels_reads_them_frame_for_frame(lj_cache, acoustic):
+    """Each crop: the teacher's teacher-forced mels in, and the recording's mel and waveform of
+    the same frames as the target."""
+    cfg = load("tiny", VOCODER)
+    teacher = find_teacher(acoustic, lj_cache)
+    plan = resolve_plan(cfg, lj_cache, stage="vocoder", mels_from=teacher.record())
+    run = build_run(cfg, lj_cache, stage="vocoder", plan=plan)
+    step, hop, seg = run.step_fn, cfg.audio.hop_length, cfg.vocoder.segment_frames
+    assert not step.teacher.training and not any(p.requires_grad for p in step.teacher.parameters())
+    batch = run.batches.next().tensors
+    with torch.no_grad():
+        made = step.teacher(batch)["mel_post"]  # (B, Tm, M)
+    mel_in, mel, wav = step._crop(batch)
+    assert mel_in.shape == mel.shape == (batch["mel"].shape[0], seg, cfg.audio.n_mels)
+    for b in range(mel.shape[0]):
+        n = int(batch["mel_lens"][b])
+        (start,) = [o for o in range(n - seg + 1) if torch.equal(batch["mel"][b, o:o + seg], mel[b])]
+        torch.testing.assert_close(mel_in[b], made[b, start:start + seg])
+        assert torch.equal(wav[b], batch["wav"][b, start * hop:(start + seg) * hop])
+    assert (mel_in - mel).abs().mean() > 0.1  # a model of two steps: not the recording's mels
+    run.close()
+
+
+def test_a_vocoder_run_names_the_model_whose_mels_it_reads_and_resumes_on_that_one_only(
+        lj_cache, acoustic, tmp_path, capsys):
+    teacher = tmp_path / "teacher"
+    shutil.copytree(acoustic / "best", teacher)
+    out = tmp_path / "voc"
+    args = ["train", "--stage", "vocoder", "--config", "tiny", "--data", str(lj_cache), "--out",
+            str(out), "--mels-from", str(teacher), "--no-progress", "train.checkpoint_every=2", *VOCODER]
+    assert main([*args, "train.max_steps=2"]) == 0
+    weights = (teacher / "model.safetensors").resolve()
+    assert f"mels from {weights} (step 2, sha256 {sha256(weights)[:12]})" in capsys.readouterr().err
+    assert json.loads((out / "plan.json").read_text())["mels_from"]["sha256"] == sha256(weights)
+
+    def one_line(argv, expect):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and expect in err, err
+
+    # another model under the same name: the resumed run would learn another model's mels
+    state = load_file(weights)
+    save_file({k: v + 1 if k == next(iter(state)) else v for k, v in state.items()}, weights,
+              metadata=safe_open(weights, "pt").metadata())
+    one_line([*args, "train.max_steps=3"], "not the acoustic model this vocoder run started on")
+    one_line([a if a != "vocoder" else "acoustic" for a in args],
+             "--mels-from names the acoustic model a vocoder learns to render; add --stage vocoder")
+    vocoder = out / "checkpoints" / "step-00000002" / "model.safetensors"
+    one_line([*args[:args.index("--mels-from") + 1], str(vocoder), "--out", str(tmp_path / "v2")],
+             f"--mels-from {vocoder.resolve()}: holds vocoder weights; --mels-from takes acoustic weights")
 
 
 def test_vocoder_stage_refuses_several_processes(lj_cache, tmp_path, monkeypatch):
