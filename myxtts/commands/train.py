@@ -20,6 +20,7 @@ from myxtts.observe.runlog import RunLog
 from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import finetune
+from myxtts.train.plan import Plan
 from myxtts.train.trainer import train, train_vocoder
 from myxtts.train.vocoder import find_teacher
 
@@ -65,8 +66,9 @@ def _cmd(args) -> int:
                             "add --stage vocoder")
         last = ckpt.latest(out)
         if last is not None:
-            print(f"--mels-from ignored: {out} resumes from its own checkpoint {last.name}, on "
-                  "the mels it started with")
+            kept = (Plan.load(last) or Plan.load(out)).mels_from
+            print(f"--mels-from ignored: {out} resumes from its own checkpoint {last.name}, on the "
+                  + (f"mels of {finetune.describe_origin(kept)}" if kept else "recordings' mels"))
         else:
             mels_from = find_teacher(args.mels_from, args.data)
     cfg = run_config(args, init)

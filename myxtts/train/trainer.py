@@ -24,6 +24,7 @@ from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
 from myxtts.train.plan import Plan, asked_lr
 from myxtts.train.precision import device_name, usable_cpus
+from myxtts.train.vocoder import keep_teacher
 
 
 def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
@@ -78,6 +79,8 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     else:
         if init is not None:  # every rank, before the first step
             finetune.load(run, init)
+        if run.plan.mels_from:  # before any checkpoint: each holds the plan
+            run.plan = keep_teacher(run.plan, out)
         if info.is_main:  # a resume's plan goes into its checkpoints
             asked.save(RunDir(out).config)  # as asked, auto included: it runs again on any machine
             run.plan.save(out)

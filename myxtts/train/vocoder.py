@@ -6,12 +6,15 @@ Trains the generator on the waveforms stored in the cache (``data.store_wav=true
 multi-resolution STFT), with the optimizer and schedule the builder gives it
 (``train.optim.build_vocoder_optimizer``: AdamW, the rate decayed per epoch as HiFi-GAN's is).
 
-With a ``teacher`` (``--mels-from RUN``: an acoustic model, frozen, in eval mode) the generator
-reads the mels that model makes of each batch teacher-forced (its durations the aligner's, so
-every frame lines up with the recording) instead of the recording's own: it learns to render
-the acoustic model's mels, errors and smoothing included, into the recorded waveform. This is
-ground-truth-aligned fine-tuning, as Tacotron 2's and HiFi-GAN's recipes train their vocoders.
-The mel loss still compares with the recording's mel.
+With a ``teacher`` (``--mels-from RUN``: an acoustic model, frozen, in eval mode, in fp32 as
+synthesis runs it) the generator reads the mels that model makes of each batch teacher-forced
+(the duration decoder's durations the aligner's, the autoregressive decoder fed the recorded
+frames, so every frame lines up with the recording) instead of the recording's own: it learns
+to render the acoustic model's mels, errors and smoothing included, into the recorded waveform.
+This is ground-truth-aligned fine-tuning, as Tacotron 2's and HiFi-GAN's recipes train their
+vocoders. The mel loss still compares with the recording's mel. A new run keeps its own copy
+of the teacher's weights (``KEPT`` in its folder, named in its plan), so a resume reads the same
+model even after the acoustic run has gone on training and replaced its best weights.
 
 Single process. Losses stay on the device and are read only on logging steps; a non-finite loss
 makes the fused optimizer skip its update on the device, like the acoustic trainer does.
@@ -22,20 +25,26 @@ resumes.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import shutil
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from myxtts.audio import LOG_FLOOR, MelSpectrogram
 from myxtts.config import Config
+from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
 from myxtts.models.vocoder import random_segments, reconstruction_loss
 from myxtts.train import finetune
+from myxtts.train.plan import Plan
 from myxtts.train.step import StepCounters
 
 MEL_PAD = math.log(LOG_FLOOR)  # digital silence, what a batch's padded frames hold
+KEPT = "mels_from.safetensors"  # a run's own copy of the acoustic model it reads the mels of
 
 
 def find_teacher(path, data) -> finetune.Source:
@@ -47,10 +56,15 @@ def find_teacher(path, data) -> finetune.Source:
 
 
 def load_teacher(mels_from: dict, data, device: torch.device) -> torch.nn.Module:
-    """The acoustic model a plan's ``mels_from`` names, frozen, in eval mode (no dropout: the
-    same mels for the same batch), on ``device``; refused if its file changed since the run
-    started (a resume would train on another model's mels)."""
-    path = mels_from["path"]
+    """The acoustic model a plan's ``mels_from`` names (the run's own copy once it has one),
+    frozen, in eval mode, on ``device``; refused if that file is not the one the run started on
+    (a resume would train on another model's mels)."""
+    path = next((p for p in (mels_from.get("kept"), mels_from["path"]) if p and Path(p).is_file()), None)
+    if path is None:
+        raise UserError(f"{mels_from['path']}: the acoustic model this vocoder run reads the mels "
+                        "of is gone" + (f", and so is the run's copy {mels_from['kept']}"
+                                        if mels_from.get("kept") else "")
+                        + "; put it back, or train the vocoder into a new --out")
     src = find_teacher(path, data)
     if src.sha256 != mels_from["sha256"]:
         raise UserError(f"{path}: not the acoustic model this vocoder run started on (sha256 "
@@ -58,6 +72,18 @@ def load_teacher(mels_from: dict, data, device: torch.device) -> torch.nn.Module
                         "put that file back, or train the vocoder into a new --out")
     model = load_model(src.path, device)[0]
     return model.requires_grad_(False)
+
+
+def keep_teacher(plan: Plan, out) -> Plan:
+    """A new run's plan, its teacher copied into the run's folder (``KEPT``) and the copy named
+    in ``mels_from["kept"]``. The copy is checked against the sha256 the plan holds."""
+    copy = (Path(out) / KEPT).resolve()
+    shutil.copyfile(plan.mels_from["path"], copy)
+    if sha256(copy) != plan.mels_from["sha256"]:
+        copy.unlink()
+        raise UserError(f"{plan.mels_from['path']}: changed while the vocoder run started (is its "
+                        "acoustic run still training?); run the command again")
+    return dataclasses.replace(plan, mels_from={**plan.mels_from, "kept": str(copy)})
 
 
 class VocoderStep(StepCounters):
@@ -81,16 +107,26 @@ class VocoderStep(StepCounters):
         seg, hop = self.cfg.vocoder.segment_frames, self.cfg.audio.hop_length
         mel, wav = batch["mel"].float(), batch["wav"].float()
         if self.teacher is not None:  # (B, Tm, 2M): the teacher's mels beside, cropped as one
-            with torch.no_grad(), self.precision.autocast():
-                made = self.teacher(batch)["mel_post"].float()  # (B, Tm, M)
-            pad = torch.arange(mel.shape[1], device=mel.device) >= batch["mel_lens"][:, None]
-            mel = torch.cat([made.masked_fill(pad[..., None], MEL_PAD), mel], dim=2)
+            mel = torch.cat([self._teacher_mels(batch), mel], dim=2)
         if mel.shape[1] < seg:  # a batch shorter than one segment: pad with silence (static)
             mel = F.pad(mel, (0, 0, 0, seg - mel.shape[1]), value=MEL_PAD)
             wav = F.pad(wav, (0, seg * hop - wav.shape[1]))
         mel, wav = random_segments(mel, wav, batch["mel_lens"], seg, hop)
         mel_in, mel = (mel, mel) if self.teacher is None else mel.chunk(2, dim=2)
         return mel_in, mel, wav
+
+    def _teacher_mels(self, batch: dict) -> torch.Tensor:
+        """The teacher's teacher-forced mels of ``batch``, (B, Tm, M), MEL_PAD past each row's
+        length. In fp32, as synthesis runs it: the generator learns the mels it will be given.
+        An autoregressive teacher reads whole groups of r frames: the batch is padded to them."""
+        mel, tm = batch["mel"], batch["mel"].shape[1]
+        extra = -tm % self.teacher.cfg.reduction
+        if extra:
+            batch = {**batch, "mel": F.pad(mel, (0, 0, 0, extra), value=MEL_PAD)}
+        with torch.no_grad():
+            made = self.teacher(batch)["mel_post"][:, :tm].float()  # (B, Tm, M)
+        pad = torch.arange(tm, device=mel.device) >= batch["mel_lens"][:, None]  # (B, Tm)
+        return made.masked_fill(pad[..., None], MEL_PAD)
 
     def __call__(self, micro_batches: list[dict]) -> None:
         mel_in, mel, wav = self._crop(micro_batches[0])  # (B, seg, M) x2, (B, seg * hop)

@@ -3,6 +3,7 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
+from myxtts.models.vocoder import reconstruction_loss
 from myxtts.train.build import build_run, resolve_plan
 from myxtts.train.trainer import train
 from myxtts.train.vocoder import find_teacher
@@ -93,8 +95,8 @@ VOCODER = ["vocoder.segment_frames=16", "data.max_batch_size=2", "data.num_worke
 
 
 def test_a_vocoder_on_a_models_mels_reads_them_frame_for_frame(lj_cache, acoustic):
-    """Each crop: the teacher's teacher-forced mels in, and the recording's mel and waveform of
-    the same frames as the target."""
+    """Each crop: the teacher's teacher-forced mels into the generator, scored against the
+    recording's mel and waveform of the same frames."""
     cfg = load("tiny", VOCODER)
     teacher = find_teacher(acoustic, lj_cache)
     plan = resolve_plan(cfg, lj_cache, stage="vocoder", mels_from=teacher.record())
@@ -104,6 +106,7 @@ def test_a_vocoder_on_a_models_mels_reads_them_frame_for_frame(lj_cache, acousti
     batch = run.batches.next().tensors
     with torch.no_grad():
         made = step.teacher(batch)["mel_post"]  # (B, Tm, M)
+    torch.manual_seed(5)
     mel_in, mel, wav = step._crop(batch)
     assert mel_in.shape == mel.shape == (batch["mel"].shape[0], seg, cfg.audio.n_mels)
     for b in range(mel.shape[0]):
@@ -112,7 +115,46 @@ def test_a_vocoder_on_a_models_mels_reads_them_frame_for_frame(lj_cache, acousti
         torch.testing.assert_close(mel_in[b], made[b, start:start + seg])
         assert torch.equal(wav[b], batch["wav"][b, start * hop:(start + seg) * hop])
     assert (mel_in - mel).abs().mean() > 0.1  # a model of two steps: not the recording's mels
+
+    # the step itself: the generator reads the teacher's crop and is scored against the recording
+    seen = {}
+    step.gen.register_forward_hook(lambda m, args, out: seen.update(mel=args[0], wav=out.detach()))
+    torch.manual_seed(5)  # the same crop
+    step([batch])
+    assert torch.equal(seen["mel"], mel_in)
+    scored = reconstruction_loss(cfg.vocoder, step.mel_fn, seen["wav"], mel, wav)["loss"]
+    torch.testing.assert_close(step.read_window()["loss"], float(scored), rtol=1e-5, atol=0)
     run.close()
+
+
+def test_an_autoregressive_teacher_reads_whole_groups_and_padding_stays_silence(lj_cache):
+    """A batch whose length is no multiple of the teacher's reduction, and segments longer than
+    every clip: each row's frames past its length are silence in the teacher's half too."""
+    from myxtts.models.vocoder import build_generator
+    from myxtts.models.xtts import XTTS
+    from myxtts.train.optim import build_vocoder_optimizer, build_vocoder_scheduler
+    from myxtts.train.precision import resolve
+    from myxtts.train.vocoder import MEL_PAD, VocoderStep
+
+    cfg = load("tiny", VOCODER)
+    batch = build_run(cfg, lj_cache, stage="vocoder").batches.next().tensors
+    tm = batch["mel"].shape[1]
+    ar = load("tiny", [*FAST, "model.decoder=autoregressive", "model.reduction=3", "data.pad_multiple=48",
+                       "model.prenet_dropout=0"])  # its pre-net drops out in eval mode too: two calls would differ
+    assert tm % 3
+    torch.manual_seed(0)
+    teacher = XTTS(ar.model, len(Cache(lj_cache).vocab.symbols), cfg.audio.n_mels).eval().requires_grad_(False)
+    long = load("tiny", [*VOCODER, f"vocoder.segment_frames={tm + 8}"])
+    gen = build_generator(long)
+    opt = build_vocoder_optimizer(gen, long)
+    step = VocoderStep(long, gen, opt, build_vocoder_scheduler(opt, long, epoch_len=10),
+                       resolve("fp32", torch.device("cpu")), teacher)
+    mel_in, mel, _ = step._crop(batch)  # every row from its start: longer than any clip
+    with torch.no_grad():
+        made = teacher({**batch, "mel": torch.nn.functional.pad(batch["mel"], (0, 0, 0, -tm % 3), value=MEL_PAD)})
+    for b, n in enumerate(batch["mel_lens"].tolist()):
+        torch.testing.assert_close(mel_in[b, :n], made["mel_post"][b, :n])
+        assert bool((mel_in[b, n:] == MEL_PAD).all()) and bool((mel[b, n:] == MEL_PAD).all())
 
 
 def test_a_vocoder_run_names_the_model_whose_mels_it_reads_and_resumes_on_that_one_only(
@@ -121,22 +163,32 @@ def test_a_vocoder_run_names_the_model_whose_mels_it_reads_and_resumes_on_that_o
     shutil.copytree(acoustic / "best", teacher)
     out = tmp_path / "voc"
     args = ["train", "--stage", "vocoder", "--config", "tiny", "--data", str(lj_cache), "--out",
-            str(out), "--mels-from", str(teacher), "--no-progress", "train.checkpoint_every=2", *VOCODER]
+            str(out), "--mels-from", str(teacher), "--no-progress", "train.checkpoint_every=1", *VOCODER]
     assert main([*args, "train.max_steps=2"]) == 0
     weights = (teacher / "model.safetensors").resolve()
-    assert f"mels from {weights} (step 2, sha256 {sha256(weights)[:12]})" in capsys.readouterr().err
-    assert json.loads((out / "plan.json").read_text())["mels_from"]["sha256"] == sha256(weights)
+    origin = f"{weights} (step 2, sha256 {sha256(weights)[:12]})"
+    assert f"mels from {origin}" in capsys.readouterr().err
+    mels_from = json.loads((out / "plan.json").read_text())["mels_from"]
+    assert mels_from["sha256"] == sha256(weights) == sha256(mels_from["kept"])  # the run's own copy
+
+    def another_model(file):  # the same name, other weights
+        state = load_file(file)
+        save_file({k: v + 1 if k == next(iter(state)) else v for k, v in state.items()}, file,
+                  metadata=safe_open(file, "pt").metadata())
 
     def one_line(argv, expect):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and expect in err, err
 
-    # another model under the same name: the resumed run would learn another model's mels
-    state = load_file(weights)
-    save_file({k: v + 1 if k == next(iter(state)) else v for k, v in state.items()}, weights,
-              metadata=safe_open(weights, "pt").metadata())
-    one_line([*args, "train.max_steps=3"], "not the acoustic model this vocoder run started on")
+    # the acoustic run goes on training and replaces its best weights: the resume reads its copy
+    another_model(weights)
+    assert main([*args, "train.max_steps=3"]) == 0
+    assert f"--mels-from ignored: {out} resumes from its own checkpoint step-00000002, on the mels of " \
+           f"{origin}" in capsys.readouterr().out
+    # the copy itself changed: the resumed run would learn another model's mels
+    another_model(Path(mels_from["kept"]))
+    one_line([*args, "train.max_steps=4"], "not the acoustic model this vocoder run started on")
     one_line([a if a != "vocoder" else "acoustic" for a in args],
              "--mels-from names the acoustic model a vocoder learns to render; add --stage vocoder")
     vocoder = out / "checkpoints" / "step-00000002" / "model.safetensors"
