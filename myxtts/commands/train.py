@@ -66,7 +66,8 @@ def _cmd(args) -> int:
                             "add --stage vocoder")
         last = ckpt.latest(out)
         if last is not None:
-            kept = (Plan.load(last) or Plan.load(out)).mels_from
+            plan = Plan.load(last) or Plan.load(out)
+            kept = plan.mels_from if plan else None
             print(f"--mels-from ignored: {out} resumes from its own checkpoint {last.name}, on the "
                   + (f"mels of {finetune.describe_origin(kept)}" if kept else "recordings' mels"))
         else:
@@ -85,9 +86,9 @@ def _cmd(args) -> int:
         from myxtts.evaluate.periodic import TrainingEval  # the optional eval extra
 
         extra["evaluate"] = TrainingEval(cfg, out)
+    if mels_from is not None:
+        extra["mels_from"] = mels_from
     try:
-        if mels_from is not None:
-            extra["mels_from"] = mels_from
         summary = fn(cfg, args.data, args.out, progress=progress, log=RunLog, init=init, **extra)
     except BaseException:
         with contextlib.suppress(OSError):  # never in the way of the error being reported

@@ -50,7 +50,7 @@ class Plan:
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
     speaker_embedding: str | None = None  # model.speaker_embedding resolved; None: as asked (older plans)
-    mels_from: dict | None = None  # {path, step, sha256} of the acoustic model a vocoder reads the mels of
+    mels_from: dict | None = None  # {path, step, sha256, kept} of the acoustic model a vocoder reads the mels of
 
     def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with

@@ -26,15 +26,15 @@ resumes.
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from myxtts.audio import LOG_FLOOR, MelSpectrogram
+from myxtts.audio import MelSpectrogram
 from myxtts.config import Config
+from myxtts.data.features import MEL_PAD
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
@@ -43,7 +43,6 @@ from myxtts.train import finetune
 from myxtts.train.plan import Plan
 from myxtts.train.step import StepCounters
 
-MEL_PAD = math.log(LOG_FLOOR)  # digital silence, what a batch's padded frames hold
 KEPT = "mels_from.safetensors"  # a run's own copy of the acoustic model it reads the mels of
 
 

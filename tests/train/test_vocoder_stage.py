@@ -130,11 +130,12 @@ def test_a_vocoder_on_a_models_mels_reads_them_frame_for_frame(lj_cache, acousti
 def test_an_autoregressive_teacher_reads_whole_groups_and_padding_stays_silence(lj_cache):
     """A batch whose length is no multiple of the teacher's reduction, and segments longer than
     every clip: each row's frames past its length are silence in the teacher's half too."""
+    from myxtts.data.features import MEL_PAD
     from myxtts.models.vocoder import build_generator
     from myxtts.models.xtts import XTTS
     from myxtts.train.optim import build_vocoder_optimizer, build_vocoder_scheduler
     from myxtts.train.precision import resolve
-    from myxtts.train.vocoder import MEL_PAD, VocoderStep
+    from myxtts.train.vocoder import VocoderStep
 
     cfg = load("tiny", VOCODER)
     batch = build_run(cfg, lj_cache, stage="vocoder").batches.next().tensors
