@@ -63,13 +63,15 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     from myxtts.data.sampler import shape_plans
     from myxtts.train.batches import BucketBatches
     from myxtts.train.build import build_run
-    from myxtts.train.compile import cache_hits, compile_shapes, compiled_graphs
+    from myxtts.train.compile import CompileTally, compile_shapes, compiled_graphs
 
     cfg = load(preset, [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
     run = build_run(cfg, data, with_batches=False)
+    tally = CompileTally()
     per_shape = compile_shapes(run)
     seconds = sum(per_shape)
-    graphs, (hits, misses) = compiled_graphs(), cache_hits()
+    did = tally.read()
+    graphs, hits, misses = compiled_graphs(), did["compile_cache_hits"], did["compile_cache_misses"]
     bb = BucketBatches(run.cache, run.cfg, run.device)
     with torch.random.fork_rng(devices=[]):
         for plan in shape_plans(run.sampler):  # every shape again: nothing may compile now
