@@ -104,7 +104,7 @@ class DurationDecoder(nn.Module):
         kv = self.memory_kv(latents)
         keep = None if self.absolute else frame_mask
         for i, block in enumerate(self.blocks):
-            x, _ = block(x, b, kv[i], self_bias=self_bias, keep=keep)  # (B*Tm, d)
+            x = block(x, b, kv[i], self_bias=self_bias, keep=keep)  # (B*Tm, d)
         pre = self.mel_out(self.norm(x)).view(b, tm, self.n_mels)
         return pre, pre + self.postnet(pre, frame_mask)
 

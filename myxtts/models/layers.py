@@ -10,6 +10,10 @@ guided-attention loss) computes them explicitly.
 Eager steps are launch-bound on a fast GPU (each ATen op costs the host a few microseconds), so
 the blocks keep their op count low: fused norms, one QKV projection for self-attention, masks
 converted once per stack rather than once per layer (docs/design.md, "Operations per step").
+
+Each block's forward is a compile region (``repeated``): a compiled step traces and compiles a
+block kind once and calls that code for every layer. For that, a block returns tensors only and
+takes no two inputs that are views of one tensor (the compiler refuses both).
 """
 from __future__ import annotations
 
@@ -25,6 +29,17 @@ def norm(dim: int) -> nn.LayerNorm:
     backward on every device (a hand-written norm costs a dozen element-wise kernels each way);
     under autocast it runs in fp32, and the kernel accumulates its statistics in fp32 anyway."""
     return nn.LayerNorm(dim, bias=False)
+
+
+def repeated(forward):
+    """Mark a block's forward as a region that ``torch.compile`` compiles once and calls again
+    for every layer of the same kind (``torch.compiler.nested_compile_region``): a step with 16
+    blocks then lowers and generates code for three block kinds, not 16 layers. Outside
+    ``torch.compile`` the call is a plain call. A torch without the marker compiles every layer,
+    as before. ``train.compile`` keeps inductor from reusing a region's input buffers
+    (``compile.keep_region_inputs``)."""
+    mark = getattr(torch.compiler, "nested_compile_region", None)
+    return forward if mark is None else mark(forward)
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -147,7 +162,7 @@ class Attention(nn.Module):
                 pos: int = 0, kv_proj=None, need_weights=False):
         if self.cross:
             (q,) = self._split(self.q(x), b, 1)  # (B, H, Tq, dh)
-            k, v = kv_proj if kv_proj is not None else self.project_kv(kv, b)  # (B, H, Tk, dh)
+            k, v = kv_proj.unbind(0) if kv_proj is not None else self.project_kv(kv, b)  # (B, H, Tk, dh)
         else:
             q, k, v = self._split(self.qkv(x), b, 3)  # (B, H, Tq, dh) each
             if cache is not None:
@@ -182,6 +197,7 @@ class EncoderBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult, dropout)
         self.dropout = dropout
 
+    @repeated
     def forward(self, x: torch.Tensor, b: int, bias: torch.Tensor) -> torch.Tensor:
         a, _ = self.attn(self.norm1(x), b, bias=bias)
         x = x + F.dropout(a, self.dropout, self.training)
@@ -198,6 +214,7 @@ class CrossBlock(nn.Module):
         self.attn = Attention(dim, n_heads, dropout, cross=True)
         self.ff = FeedForward(dim, ff_mult, dropout)
 
+    @repeated
     def forward(self, x, kv, b: int, bias):
         a, _ = self.attn(self.norm_q(x), b, kv=self.norm_kv(kv), bias=bias)
         x = x + a
@@ -207,7 +224,8 @@ class CrossBlock(nn.Module):
 class DecoderBlock(nn.Module):
     """Pre-norm block: causal self-attention (KV-cached when generating), cross-attention over
     the memory ([text ; conditioning latents]), FFN. x (B*S, d) rows of a batch of ``b``. The
-    memory's keys and values come projected (``kv_proj``, one layer's share of ``MemoryKV``).
+    memory's keys and values come projected (``kv_proj`` (2, B, H, Tk, dh), one layer's share of
+    ``MemoryKV``). Returns x, or (x, cross-attention weights (B, S, Tk)) with ``need_weights``.
     With ``self_bias`` (a key-padding bias over the rows' own sequence) the self-attention is
     bidirectional instead: the duration decoder's frames see each other both ways. With
     ``ff_kernel`` > 1 the feed-forward convolves over the sequence and takes ``keep`` (B, S)."""
@@ -220,6 +238,7 @@ class DecoderBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult, dropout, ff_kernel)
         self.dropout = dropout
 
+    @repeated
     def forward(self, x, b: int, kv_proj, mem_bias=None, need_weights=False, cache=None, pos=0,
                 self_bias=None, keep=None):
         a, _ = self.self_attn(self.norm1(x), b, bias=self_bias, causal=self_bias is None,
@@ -228,7 +247,8 @@ class DecoderBlock(nn.Module):
         c, w = self.cross_attn(self.norm2(x), b, bias=mem_bias, kv_proj=kv_proj,
                                need_weights=need_weights)
         x = x + F.dropout(c, self.dropout, self.training)
-        return x + self.ff(self.norm3(x), keep), w
+        x = x + self.ff(self.norm3(x), keep)
+        return (x, w) if need_weights else x
 
 
 class MemoryKV(nn.Linear):
@@ -240,13 +260,14 @@ class MemoryKV(nn.Linear):
         super().__init__(dim, n_layers * 2 * dim)
         self.n_layers, self.h, self.dh = n_layers, n_heads, dim // n_heads
 
-    def forward(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """memory (B, Tk, d) → L x (keys, values), each (B, H, Tk, dh), as views of one
-        projection; computed once per pass or per generation."""
+    def forward(self, memory: torch.Tensor) -> list[torch.Tensor]:
+        """memory (B, Tk, d) → L x keys and values (2, B, H, Tk, dh), as views of one projection;
+        computed once per pass or per generation. One tensor per layer, not a pair of views: a
+        compile region refuses two inputs that alias."""
         b, tk, d = memory.shape
         kv = super().forward(memory.reshape(b * tk, d))  # (B*Tk, L*2*d)
         kv = kv.view(b, tk, self.n_layers, 2, self.h, self.dh).permute(2, 3, 0, 4, 1, 5)  # (L, 2, B, H, Tk, dh)
-        return [tuple(layer.unbind(0)) for layer in kv.unbind(0)]
+        return list(kv.unbind(0))
 
 
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:

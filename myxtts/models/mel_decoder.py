@@ -192,10 +192,11 @@ class MelDecoder(nn.Module):
         h = self._embed(prev, 0)  # (B*S, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
         kv = self.memory_kv(memory)
-        attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, b, kv[i], bias, need_weights=i == self.align_layer)  # (B*S, d)
-            attn = w if w is not None else attn
+            if i == self.align_layer:
+                h, attn = block(h, b, kv[i], bias, need_weights=True)  # (B*S, d), (B, S, Tk)
+            else:
+                h = block(h, b, kv[i], bias)  # (B*S, d)
         attn = text_attention(attn, n_text)  # (B, S, Tt)
         pre, stop = self._head(h, b, attn, token_lens)  # (B, Tm, M), (B, S)
         frame_mask = length_mask(mel_lens, pre.shape[1])  # (B, Tm)
@@ -260,11 +261,11 @@ class MelDecoder(nn.Module):
         b = prev.shape[0]
         h = self._embed(prev, pos, generator)  # (B, d)
         bias = attention_bias(mem_mask, compute_dtype(h))  # (B, 1, 1, Tk)
-        attn = None
         for i, block in enumerate(self.blocks):
-            h, w = block(h, b, kv_projs[i], mem_bias=bias, need_weights=i == self.align_layer,
-                         cache=caches[i], pos=pos)
-            attn = w if w is not None else attn
+            if i == self.align_layer:
+                h, attn = block(h, b, kv_projs[i], mem_bias=bias, need_weights=True, cache=caches[i], pos=pos)
+            else:
+                h = block(h, b, kv_projs[i], mem_bias=bias, cache=caches[i], pos=pos)
         attn = text_attention(attn, n_text)  # (B, 1, Tt)
         frames, stop = self._head(h, b, attn, token_lens)
         return frames, stop[:, 0], attn[:, 0]

@@ -93,7 +93,7 @@ def compile_step(step, mode: str, backend: str | None = None) -> list[str]:
     device = step.precision.device
     if mode == "cudagraphs" and device.type != "cuda":
         raise UserError("train.compile=cudagraphs needs a CUDA GPU; use default or off")
-    step.compile_notes = keep_shapes_symbolic(device)
+    step.compile_notes = keep_shapes_symbolic(device) + keep_region_inputs()
     if mode == "regional":
         compile_blocks(step.core, backend)
         return step.compile_notes
@@ -105,6 +105,23 @@ def compile_step(step, mode: str, backend: str | None = None) -> list[str]:
     if device.type == "cpu":
         step.loss_fn = aten_convolutions(step.loss_fn)
     return step.compile_notes
+
+
+def keep_region_inputs() -> list[str]:
+    """Inductor plans a compiled graph's buffers without seeing that a compile region (a block,
+    ``layers.repeated``) keeps some of its inputs for the backward, so it may give such an
+    input's memory to a later kernel: on torch 2.13 the attention bias every block keeps was
+    overwritten after the last layer, and the attention gradients came out wrong while the loss
+    was right (benchmarks/results/2026-11-28-compile-regions-cpu.md). With buffer reuse off,
+    each buffer goes back to the allocator once nothing holds it, and the allocator gives the
+    memory out again. → a note where this torch has no such setting."""
+    import torch._inductor.config as icfg
+
+    if not hasattr(icfg, "allow_buffer_reuse"):
+        return [f"torch {torch.__version__} has no inductor allow_buffer_reuse: the blocks compile "
+                "as regions whose saved inputs inductor may reuse"]
+    icfg.allow_buffer_reuse = False
+    return []
 
 
 def _counters():

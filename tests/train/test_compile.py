@@ -207,19 +207,22 @@ SYMBOLIC_STEP = """
 import json, sys, torch
 import torch.nn.functional as F
 from myxtts.models.layers import EncoderBlock, attention_bias, length_mask
-from myxtts.train.compile import compiled_graphs
+from myxtts.train.compile import compiled_graphs, keep_region_inputs
 from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic
 
-class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, a block, a 1-D conv
+class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, blocks, a 1-D conv
     def __init__(self):
         super().__init__()
-        self.inp, self.block = torch.nn.Linear(8, 32), EncoderBlock(32, 2, 2, 0.0)
+        self.inp = torch.nn.Linear(8, 32)
+        self.blocks = torch.nn.ModuleList(EncoderBlock(32, 2, 2, 0.0) for _ in range(2))  # one region
         self.conv = torch.nn.Conv1d(32, 8, 5, padding=2)
 
     def forward(self, x, lens):  # x (B, T, 8), lens (B,)
         b, t, _ = x.shape
         mask = length_mask(lens, t)  # (B, T)
-        h = self.block(self.inp(x).reshape(b * t, 32), b, attention_bias(mask, x.dtype))
+        h, bias = self.inp(x).reshape(b * t, 32), attention_bias(mask, x.dtype)
+        for block in self.blocks:
+            h = block(h, b, bias)
         y = self.conv(F.gelu(h.reshape(b, t, 32)).transpose(1, 2)).transpose(1, 2)  # (B, T, 8)
         return ((y - x) ** 2 * mask[..., None]).sum() / mask.sum()
 
@@ -238,6 +241,8 @@ torch.manual_seed(0)
 model = Step()
 step = torch.compile(model, dynamic=True)
 notes = keep_shapes_symbolic(torch.device("cpu"))
+if sys.argv[1] != "regions unprotected":  # as train.compile does; without it, to see it matter
+    notes += keep_region_inputs()
 step = aten_convolutions(step)
 worst = 0.0
 # batch 16 then 8 (oneDNN's choice), sums of 3200 then 4800 rows (inductor's C++ helper)
