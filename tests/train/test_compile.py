@@ -307,7 +307,10 @@ def test_one_inductor_compile_serves_every_batch_size_and_length(symbolic_runs):
     """A step of the model's own layers, compiled by inductor with symbolic shapes, runs a second
     batch size and length on the graph of the first, and matches eager (loss and gradients).
     Without ``keep_shapes_symbolic`` the same two shapes compile twice (checked when it was
-    written: torch 2.13 specialises the lengths in the backward)."""
+    written: torch 2.13 specialises the lengths in the backward). Its two blocks are one compile
+    region called twice (``layers.repeated``), so the gradients also show that inductor keeps
+    what a region saves for its backward: without ``keep_region_inputs`` the largest difference
+    was 0.043 on torch 2.13."""
     out = symbolic_runs["fixed"]
     assert out["graphs"] == 1, out
     assert out["worst_abs_diff"] < 1e-4, out
