@@ -114,13 +114,14 @@ def keep_region_inputs() -> list[str]:
     overwritten after the last layer, and the attention gradients came out wrong while the loss
     was right (benchmarks/results/2026-11-28-compile-regions-cpu.md). With buffer reuse off,
     each buffer goes back to the allocator once nothing holds it, and the allocator gives the
-    memory out again. → a note where this torch has no such setting."""
-    import torch._inductor.config as icfg
-
-    if not hasattr(icfg, "allow_buffer_reuse"):
+    memory out again. → a note for the run header where this torch lacks the setting (a private
+    name, checked like ``train.symbolic``'s: the step then compiles with torch's own choice)."""
+    try:
+        lookup("torch._inductor.config:allow_buffer_reuse")
+    except (AttributeError, ImportError):
         return [f"torch {torch.__version__} has no inductor allow_buffer_reuse: the blocks compile "
                 "as regions whose saved inputs inductor may reuse"]
-    icfg.allow_buffer_reuse = False
+    lookup("torch._inductor.config").allow_buffer_reuse = False
     return []
 
 
