@@ -37,9 +37,15 @@ def repeated(forward):
     blocks then lowers and generates code for three block kinds, not 16 layers. Outside
     ``torch.compile`` the call is a plain call. A torch without the marker compiles every layer,
     as before. ``train.compile`` keeps inductor from reusing a region's input buffers
-    (``compile.keep_region_inputs``)."""
+    (``compile.keep_region_inputs``). The region keeps the plain forward as ``unmarked``:
+    activation checkpointing (``train.recompute``) wraps that one, because torch 2.11 replays a
+    checkpointed region's dropout with other masks than its forward drew."""
     mark = getattr(torch.compiler, "nested_compile_region", None)
-    return forward if mark is None else mark(forward)
+    if mark is None:
+        return forward
+    region = mark(forward)
+    region.unmarked = forward
+    return region
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -252,22 +258,28 @@ class DecoderBlock(nn.Module):
 
 
 class MemoryKV(nn.Linear):
-    """Every decoder layer's cross-attention keys and values of the memory, in one matmul
-    (d → L*2*d): the memory is the same for all layers, so one launch replaces L of them. Both
-    mel decoders project their memory this way and hand layer i its ``kv_proj``."""
+    """Every decoder layer's cross-attention keys and values of the memory (d → 2*d per layer),
+    one weight for the stack. Both mel decoders project their memory this way and hand layer i
+    its ``kv_proj``. Each layer's share is its own matmul on its rows of the weight, not a view
+    into one projection of all layers: torch 2.11 reuses a compile region only for inputs at
+    the same storage offset, and views of one tensor sit at L different offsets (every decoder
+    layer was then compiled on its own). The memory is short (the reference's latents), so the
+    L small matmuls cost L-1 launches and nothing more."""
 
     def __init__(self, dim: int, n_layers: int, n_heads: int):
         super().__init__(dim, n_layers * 2 * dim)
         self.n_layers, self.h, self.dh = n_layers, n_heads, dim // n_heads
 
     def forward(self, memory: torch.Tensor) -> list[torch.Tensor]:
-        """memory (B, Tk, d) → L x keys and values (2, B, H, Tk, dh), as views of one projection;
-        computed once per pass or per generation. One tensor per layer, not a pair of views: a
-        compile region refuses two inputs that alias."""
+        """memory (B, Tk, d) → L x keys and values (2, B, H, Tk, dh); computed once per pass or
+        per generation. One tensor per layer, not a pair of views: a compile region refuses two
+        inputs that alias."""
         b, tk, d = memory.shape
-        kv = super().forward(memory.reshape(b * tk, d))  # (B*Tk, L*2*d)
-        kv = kv.view(b, tk, self.n_layers, 2, self.h, self.dh).permute(2, 3, 0, 4, 1, 5)  # (L, 2, B, H, Tk, dh)
-        return list(kv.unbind(0))
+        x = memory.reshape(b * tk, d)
+        w = self.weight.view(self.n_layers, 2 * d, d)  # layer i's rows: its keys', then values'
+        bias = self.bias.view(self.n_layers, 2 * d)
+        return [F.linear(x, w[i], bias[i]).view(b, tk, 2, self.h, self.dh).permute(2, 0, 3, 1, 4)
+                for i in range(self.n_layers)]  # L x (2, B, H, Tk, dh)
 
 
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:

@@ -12,7 +12,6 @@ forward, so a recomputed step computes the same numbers.
 from __future__ import annotations
 
 import types
-from functools import partial
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -27,14 +26,20 @@ def recompute_blocks(model: torch.nn.Module) -> int:
     for block in blocks:
         # A bound method, not a closure over the block: a deep copy of the model then runs its
         # own weights.
-        block.forward = types.MethodType(partial(_recomputed, forward=type(block).forward), block)
+        forward = type(block).forward
+        block.forward = types.MethodType(_recomputed(getattr(forward, "unmarked", forward)), block)
     return len(blocks)
 
 
-def _recomputed(self, *args, forward, **kw):
-    if self.training and torch.is_grad_enabled():
-        return checkpoint(forward, self, *args, use_reentrant=False, **kw)
-    return forward(self, *args, **kw)  # generation and validation keep nothing for a backward
+def _recomputed(forward):
+    """``forward`` (a block class's) wrapped to recompute in the backward. A plain function, not
+    a ``functools.partial``: torch 2.11's dynamo cannot call a method made of a partial and
+    broke the compiled step's graph at every block (one graph per block instead of one)."""
+    def run(self, *args, **kw):
+        if self.training and torch.is_grad_enabled():
+            return checkpoint(forward, self, *args, use_reentrant=False, **kw)
+        return forward(self, *args, **kw)  # generation and validation keep nothing for a backward
+    return run
 
 
 def saved_bytes(fn) -> int:
