@@ -263,8 +263,9 @@ class MemoryKV(nn.Linear):
     its ``kv_proj``. Each layer's share is its own matmul on its rows of the weight, not a view
     into one projection of all layers: torch 2.11 reuses a compile region only for inputs at
     the same storage offset, and views of one tensor sit at L different offsets (every decoder
-    layer was then compiled on its own). The memory is short (the reference's latents), so the
-    L small matmuls cost L-1 launches and nothing more."""
+    layer was then compiled on its own). The memory is short (the reference's latents, and the
+    text for the autoregressive decoder: tokens, not frames), so the L small matmuls cost L-1
+    launches and nothing more."""
 
     def __init__(self, dim: int, n_layers: int, n_heads: int):
         super().__init__(dim, n_layers * 2 * dim)
