@@ -28,6 +28,7 @@ from myxtts.models.aligner import Aligner, durations_to_alignment, hard_alignmen
 from myxtts.models.layers import (
     DecoderBlock,
     MemoryKV,
+    Norm,
     attention_bias,
     compute_dtype,
     length_mask,
@@ -46,7 +47,7 @@ class DurationPredictor(nn.Module):
         super().__init__()
         self.convs = nn.ModuleList([nn.Conv1d(d, channels, 3, padding=1),
                                     nn.Conv1d(channels, channels, 3, padding=1)])
-        self.norms = nn.ModuleList([nn.LayerNorm(channels), nn.LayerNorm(channels)])
+        self.norms = nn.ModuleList([Norm(channels), Norm(channels)])
         self.out = nn.Linear(channels, 1)
         self.dropout = dropout
 
@@ -97,7 +98,7 @@ class DurationDecoder(nn.Module):
             x = x + sinusoidal_positions(index, self.d).to(x.dtype)
         if self.absolute:
             pos = sinusoidal_positions(torch.arange(tm, device=x.device), self.d)  # (Tm, d)
-            x = x + self.alpha * pos.to(x.dtype)
+            x = x + (self.alpha * pos).to(x.dtype)  # an fp32 alpha would promote the stream
         x = self.dropout(x).reshape(b * tm, self.d)
         frame_mask = length_mask(frame_lens, tm)  # (B, Tm)
         self_bias = attention_bias(frame_mask, compute_dtype(x))  # (B, 1, 1, Tm)

@@ -24,11 +24,27 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def norm(dim: int) -> nn.LayerNorm:
+class Norm(nn.LayerNorm):
+    """LayerNorm that returns its input's dtype under autocast, where autocast's own LayerNorm
+    returns fp32: with the residual stream in the compute dtype (bf16), that fp32 output was a
+    copy of the stream at twice its bytes into every norm and a cast back out of it, forward and
+    backward. The kernel accumulates its statistics in fp32 on every device whatever the input's
+    dtype, so only the output's rounding changes. Outside autocast it is nn.LayerNorm."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dev = x.device.type
+        if dev == "meta" or not torch.is_autocast_enabled(dev):
+            return super().forward(x)
+        with torch.autocast(dev, enabled=False):
+            bias = None if self.bias is None else self.bias.to(x.dtype)
+            return F.layer_norm(x, self.normalized_shape, self.weight.to(x.dtype), bias, self.eps)
+
+
+def norm(dim: int) -> Norm:
     """The blocks' pre-norm: LayerNorm with a gain and no bias. One fused kernel forward and one
     backward on every device (a hand-written norm costs a dozen element-wise kernels each way);
-    under autocast it runs in fp32, and the kernel accumulates its statistics in fp32 anyway."""
-    return nn.LayerNorm(dim, bias=False)
+    in the residual stream's dtype (``Norm``)."""
+    return Norm(dim, bias=False)
 
 
 def repeated(forward):
@@ -55,6 +71,15 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     if dev == "meta":
         return x.dtype
     return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+
+
+def in_compute_dtype(x: torch.Tensor) -> torch.Tensor:
+    """``x`` cast to the dtype matmuls produce (``compute_dtype``): where a stack's residual
+    stream starts, so that it stays in that dtype through every block. An fp32 stream under bf16
+    autocast (an embedding's or a learned latent's dtype, or a position code scaled by an fp32
+    parameter) promotes every residual add to fp32 and doubles the bytes of each element-wise
+    kernel on it."""
+    return x.to(compute_dtype(x))
 
 
 def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -166,7 +166,7 @@ class MelDecoder(nn.Module):
         pos = sinusoidal_positions(torch.arange(start, start + s, device=prev.device),
                                    self.d)  # (S, d)
         x = self.prenet(prev.reshape(b * s, m), generator).view(b, s, self.d)
-        return self.dropout(x + self.alpha * pos.to(prev.dtype)).view(b * s, self.d)
+        return self.dropout(x + (self.alpha * pos).to(x.dtype)).view(b * s, self.d)  # stream: x's dtype
 
     def _head(self, h: torch.Tensor, b: int, text_attn: torch.Tensor, token_lens: torch.Tensor):
         """rows (B*S, d), text attention (B, S, Tt) → frames (B, S*r, n_mels) normalised,

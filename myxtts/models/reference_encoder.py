@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import CrossBlock, attention_bias, compute_dtype, length_mask, norm
+from myxtts.models.layers import CrossBlock, attention_bias, compute_dtype, in_compute_dtype, length_mask, norm
 
 
 class ReferenceEncoder(nn.Module):
@@ -60,7 +60,7 @@ class ReferenceEncoder(nn.Module):
         feats = self.proj(x.transpose(1, 2))  # (B, Tr', d)
         mask = length_mask(lens, feats.shape[1])  # (B, Tr')
         k, d = self.latents.shape
-        lat = self.latents.unsqueeze(0).expand(b, -1, -1)  # (B, K, d)
+        lat = in_compute_dtype(self.latents).unsqueeze(0).expand(b, -1, -1)  # (B, K, d), as feats
         own = (ref_lens == 0)[:, None].expand(b, k)  # (B, K): self-keys for the neutral voice
         if self.self_keys:  # and beside every reference (model files before format 5)
             own = mask.new_ones(b, k)

@@ -14,7 +14,15 @@ import torch
 from torch import nn
 
 from myxtts.config import ModelConfig
-from myxtts.models.layers import EncoderBlock, attention_bias, compute_dtype, length_mask, norm, sinusoidal_positions
+from myxtts.models.layers import (
+    EncoderBlock,
+    attention_bias,
+    compute_dtype,
+    in_compute_dtype,
+    length_mask,
+    norm,
+    sinusoidal_positions,
+)
 
 
 class TextEncoder(nn.Module):
@@ -38,7 +46,7 @@ class TextEncoder(nn.Module):
         # Embeddings are initialised at std 1/sqrt(d) (see XTTS._init_weights); x sqrt(d) brings
         # them to unit scale, the same as the position code.
         x = self.embed(tokens) * self.scale + self.alpha * pos.to(self.embed.weight.dtype)
-        x = self.dropout(x)  # (B, Tt, d)
+        x = self.dropout(in_compute_dtype(x))  # (B, Tt, d): the residual stream's dtype from here
         bias = attention_bias(mask, compute_dtype(x))  # (B, 1, 1, Tt)
         b, tt, d = x.shape
         x = x.reshape(b * tt, d)  # rows: each projection a plain matmul (layers.Attention)
