@@ -13,7 +13,10 @@ converted once per stack rather than once per layer (docs/design.md, "Operations
 
 Each block's forward is a compile region (``repeated``): a compiled step traces and compiles a
 block kind once and calls that code for every layer. For that, a block returns tensors only and
-takes no two inputs that are views of one tensor (the compiler refuses both).
+takes no two inputs that are views of one tensor (the compiler refuses both); and every layer's
+inputs must look alike to torch 2.11, which compares their metadata as written, so the encoder
+and resampler blocks read the batch size off a tensor they are given (2.11 gave the first
+layer's batch-size argument a symbol of its own) and the resampler joins its keys inside.
 """
 from __future__ import annotations
 
@@ -219,7 +222,7 @@ class Attention(nn.Module):
 
 class EncoderBlock(nn.Module):
     """Pre-norm transformer block: bidirectional self-attention (key padding) + FFN.
-    x (B*T, d) rows of a batch of ``b``."""
+    x (B*T, d) rows of the batch of ``bias`` (B, 1, 1, T), whose size the block reads off it."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -229,15 +232,18 @@ class EncoderBlock(nn.Module):
         self.dropout = dropout
 
     @repeated
-    def forward(self, x: torch.Tensor, b: int, bias: torch.Tensor) -> torch.Tensor:
-        a, _ = self.attn(self.norm1(x), b, bias=bias)
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        a, _ = self.attn(self.norm1(x), bias.shape[0], bias=bias)
         x = x + F.dropout(a, self.dropout, self.training)
         return x + self.ff(self.norm2(x))
 
 
 class CrossBlock(nn.Module):
     """Pre-norm block that only cross-attends (+ FFN): the perceiver resampler's layer.
-    x (B*K, d), kv (B*Tk, d) rows of a batch of ``b``."""
+    x (B*K, d) rows of the latents; they attend to [feats (B, Tf, d) ; themselves], masked by
+    ``bias`` (B, 1, 1, Tf + K). The keys are joined inside the block: joined outside, the second
+    layer's keys reached torch 2.11 with a storage size written another way than the first's
+    (the same number), and 2.11 then compiled each layer on its own."""
 
     def __init__(self, dim: int, n_heads: int, ff_mult: int, dropout: float):
         super().__init__()
@@ -246,7 +252,9 @@ class CrossBlock(nn.Module):
         self.ff = FeedForward(dim, ff_mult, dropout)
 
     @repeated
-    def forward(self, x, kv, b: int, bias):
+    def forward(self, x, feats, bias):
+        b, _, d = feats.shape
+        kv = torch.cat([feats, x.view(b, -1, d)], dim=1).view(-1, d)  # (B*(Tf+K), d)
         a, _ = self.attn(self.norm_q(x), b, kv=self.norm_kv(kv), bias=bias)
         x = x + a
         return x + self.ff(self.norm_ff(x))

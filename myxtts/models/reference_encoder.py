@@ -66,7 +66,7 @@ class ReferenceEncoder(nn.Module):
             own = mask.new_ones(b, k)
         mask = torch.cat([mask, own], dim=1)  # (B, Tr' + K)
         bias = attention_bias(mask, compute_dtype(feats))  # (B, 1, 1, Tr' + K)
+        lat = lat.reshape(b * k, d)  # rows (B*K, d)
         for block in self.blocks:
-            kv = torch.cat([feats, lat.view(b, k, d)], dim=1).view(-1, d)  # (B*(Tr'+K), d)
-            lat = block(lat.reshape(b * k, d), kv, b, bias)  # (B*K, d)
+            lat = block(lat, feats, bias)  # (B*K, d)
         return self.norm(lat).view(b, k, d)

@@ -51,5 +51,5 @@ class TextEncoder(nn.Module):
         b, tt, d = x.shape
         x = x.reshape(b * tt, d)  # rows: each projection a plain matmul (layers.Attention)
         for block in self.blocks:
-            x = block(x, b, bias)  # (B*Tt, d)
+            x = block(x, bias)  # (B*Tt, d)
         return self.norm(x).view(b, tt, d), mask

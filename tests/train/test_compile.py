@@ -222,7 +222,7 @@ class Step(torch.nn.Module):  # the model's own pieces: masks, attention bias, b
         mask = length_mask(lens, t)  # (B, T)
         h, bias = self.inp(x).reshape(b * t, 32), attention_bias(mask, x.dtype)
         for block in self.blocks:
-            h = block(h, b, bias)
+            h = block(h, bias)
         y = self.conv(F.gelu(h.reshape(b, t, 32)).transpose(1, 2)).transpose(1, 2)  # (B, T, 8)
         return ((y - x) ** 2 * mask[..., None]).sum() / mask.sum()
 
