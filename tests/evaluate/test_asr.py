@@ -4,7 +4,7 @@ import torch
 
 from myxtts import audio
 from myxtts.config import load
-from myxtts.evaluate.metrics import wer
+from myxtts.evaluate.metrics import normalize_for_scoring, wer
 
 from .conftest import SR, lj_text, lj_wav
 
@@ -40,10 +40,13 @@ def test_silence_and_noise_score_as_failures(listener):
 
 
 def test_word_times_follow_the_words_in_order(listener):
-    """Whisper's word timestamps: the transcript's words, in order, each span inside the clip."""
+    """Whisper's word timestamps: the transcript's words, in order, each span inside the clip.
+    Words as scoring reads them: the timed pass decodes again and may punctuate otherwise (on
+    an AMD EPYC it dropped a comma the plain transcript kept)."""
     wav = lj_wav("LJ001-0001")
     words = listener.asr.words(wav, SR)
-    assert " ".join(w for w, _, _ in words) == listener.asr.transcribe(wav, SR)
+    timed = normalize_for_scoring(" ".join(w for w, _, _ in words))
+    assert timed == normalize_for_scoring(listener.asr.transcribe(wav, SR)) != ""
     starts = [s for _, s, _ in words]
     assert starts == sorted(starts) and starts[-1] > starts[0], words
     assert all(0 <= s <= e <= len(wav) / SR + 0.1 for _, s, e in words), words
