@@ -97,7 +97,7 @@ def test_search_stops_after_its_time_limit_with_the_largest_budget_that_fitted()
 
 
 def test_budget_grows_the_batch_cap_and_the_learning_rate_by_the_square_root_rule():
-    cfg = load("tiny")  # base_frame_budget 4000, max_batch_size 16, lr 2e-3
+    cfg = load("tiny")  # base_frame_budget 4000, max_batch_size 16, lr 3e-3
     big = S.with_budget(cfg, 16_000, scale_lr=True)
     assert big.data.frame_budget == 16_000 and big.data.max_batch_size == 64
     assert big.train.lr == pytest.approx(cfg.train.lr * 2.0)  # sqrt(16000 / 4000)
