@@ -35,8 +35,8 @@ class Norm(nn.LayerNorm):
     dtype, so only the output's rounding changes. Outside autocast it is nn.LayerNorm."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dev = x.device.type
-        if dev == "meta" or not torch.is_autocast_enabled(dev):
+        dev = autocast_device(x)
+        if dev is None:
             return super().forward(x)
         with torch.autocast(dev, enabled=False):
             bias = None if self.bias is None else self.bias.to(x.dtype)
@@ -67,13 +67,17 @@ def repeated(forward):
     return region
 
 
-def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype matmuls and attention produce for ``x``'s device: autocast's when it is on.
-    Meta tensors (FLOPs counted without memory) have no autocast to ask about."""
+def autocast_device(x: torch.Tensor) -> str | None:
+    """``x``'s device type when autocast is on for it, else None. Meta tensors (FLOPs counted
+    without memory) have no autocast to ask about."""
     dev = x.device.type
-    if dev == "meta":
-        return x.dtype
-    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+    return dev if dev != "meta" and torch.is_autocast_enabled(dev) else None
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype matmuls and attention produce for ``x``'s device: autocast's when it is on."""
+    dev = autocast_device(x)
+    return x.dtype if dev is None else torch.get_autocast_dtype(dev)
 
 
 def in_compute_dtype(x: torch.Tensor) -> torch.Tensor:

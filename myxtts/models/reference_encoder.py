@@ -60,13 +60,12 @@ class ReferenceEncoder(nn.Module):
         feats = self.proj(x.transpose(1, 2))  # (B, Tr', d)
         mask = length_mask(lens, feats.shape[1])  # (B, Tr')
         k, d = self.latents.shape
-        lat = in_compute_dtype(self.latents).unsqueeze(0).expand(b, -1, -1)  # (B, K, d), as feats
+        lat = in_compute_dtype(self.latents).repeat(b, 1)  # rows (B*K, d): K per reference, as feats
         own = (ref_lens == 0)[:, None].expand(b, k)  # (B, K): self-keys for the neutral voice
         if self.self_keys:  # and beside every reference (model files before format 5)
             own = mask.new_ones(b, k)
         mask = torch.cat([mask, own], dim=1)  # (B, Tr' + K)
         bias = attention_bias(mask, compute_dtype(feats))  # (B, 1, 1, Tr' + K)
-        lat = lat.reshape(b * k, d)  # rows (B*K, d)
         for block in self.blocks:
             lat = block(lat, feats, bias)  # (B*K, d)
         return self.norm(lat).view(b, k, d)
