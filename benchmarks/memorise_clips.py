@@ -78,14 +78,20 @@ def regions(mel: torch.Tensor, dur: torch.Tensor) -> dict[str, torch.Tensor]:
             "steady": long_token & ~change & ~quiet}
 
 
+def speak_clips(synth: Synthesizer, cache: Cache) -> tuple[list, list]:
+    """The training clips (the cache's train split) and the model saying each, with its own
+    durations, as ``myxtts synthesize`` speaks."""
+    sentences = plan(cache, split="train")
+    return sentences, speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
+
+
 def score(run: Path, cache_dir: Path, threads: int) -> dict:
     synth = Synthesizer(run, log=lambda *_: None)  # Griffin-Lim: the run has no vocoder
     model, cfg, text, vocode, meta = synth.model, synth.cfg, synth.text, synth.to_wave, synth.meta
     cache = Cache(cache_dir)
     listener = Listener(threads=threads)
     sr = cfg.audio.sample_rate
-    sentences = plan(cache, split="train")
-    spoken = speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
+    sentences, spoken = speak_clips(synth, cache)
     rows, terms, region_err, forced = [], {}, {}, []
     for s, sp in zip(sentences, spoken):
         batch, out = teacher_forced(model, cfg, text, cache, s)

@@ -22,8 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.memorise_clips import corpus, speak_clips
+
 ROOT = Path(__file__).resolve().parents[2]
-CLIPS = ROOT / "tests" / "fixtures" / "ljspeech"
 STEPS = 250
 # The schedule every time-budgeted run has (peak rate, its last fifth annealed), as in the record;
 # the budget itself is never reached.
@@ -48,13 +49,10 @@ def finished(p: subprocess.Popen, log: Path) -> None:
 def heard(run: Path, cache_dir: Path, asr) -> tuple[list[str], list[str]]:
     """The training clips' texts, and what ``asr`` hears of them said by ``run`` (its own durations)."""
     from myxtts.data.cache import Cache
-    from myxtts.evaluate.evaluation import plan, speak_sentences
     from myxtts.infer import Synthesizer
 
     synth = Synthesizer(run, log=lambda *_: None)
-    cache = Cache(cache_dir)
-    sentences = plan(cache, split="train")
-    spoken = speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
+    sentences, spoken = speak_clips(synth, Cache(cache_dir))
     return [s.text for s in sentences], [asr.transcribe(sp.wav, synth.cfg.audio.sample_rate) for sp in spoken]
 
 
@@ -62,13 +60,8 @@ def test_the_default_model_says_two_real_clips_it_trained_on(tmp_path):
     from myxtts.evaluate import metrics
     from myxtts.evaluate.asr import Recognizer
 
-    corpus = tmp_path / "clips"
-    corpus.mkdir()
-    (corpus / "metadata.csv").write_text("\n".join((CLIPS / "metadata.csv").read_text().splitlines()[:2]) + "\n")
-    (corpus / "wavs").symlink_to(CLIPS / "wavs")
-    cache = tmp_path / "cache"
-    finished(myxtts(tmp_path / "prepare.log", "prepare", str(corpus), "--out", str(cache), "--workers", "1"),
-             tmp_path / "prepare.log")
+    cache, log = tmp_path / "cache", tmp_path / "prepare.log"
+    finished(myxtts(log, "prepare", str(corpus(tmp_path, 2)), "--out", str(cache), "--workers", "1"), log)
     runs = {seed: tmp_path / f"run-{seed}" for seed in SEEDS}
     started = {seed: myxtts(run.with_suffix(".log"), "train", "--config", "tiny", "--data", str(cache),
                             "--out", str(run), "--no-progress", *SETTINGS, f"train.seed={seed}")
