@@ -11,7 +11,8 @@ The target figures: GPU utilisation (NVML, the cold run's training time, its com
 counted apart), MFU and tensor-core activity (the cold run), graphs compiled before step 1,
 input-bound % (the cold run), recompiles after warm-up and time to full speed for the cold run and
 the warm one (the cold run resumed in a second process on an empty compile cache with the kernels
-it saved; docs/design.md, "How we measure"), and whether the aligner's kernels passed their check. Every
+it saved; docs/design.md, "How we measure"), and whether the aligner's kernels passed their check;
+then where a step's time goes, from ``myxtts profile`` where the lease had time for it. Every
 figure is copied from the files the steps wrote; one that was not measured is null, with the
 reason under ``not_measured``, never estimated. The machine and the software are read from what
 the runs wrote (their summaries, the kernel check), never from the machine this script
@@ -27,7 +28,8 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ("setup", "corpus", "cold", "warm", "record")  # gpu_run.sh's order
+STEPS = ("setup", "corpus", "cold", "warm", "profile", "record")  # gpu_run.sh's order
+TOP = 10  # kernels (CPU ops on a CPU) the record lists from the profile
 
 
 def _load(path: Path) -> dict | None:
@@ -70,6 +72,20 @@ def run_figures(s: dict) -> dict:
             "peak_memory_gib": mem.get("reserved_peak_gib"),
             "peak_memory_pct": mem.get("reserved_peak_pct"), "alloc_retries": mem.get("alloc_retries"),
             "ooms": mem.get("ooms")}
+
+
+def profile_figures(p: dict) -> dict:
+    """What ``myxtts profile --json`` says, in the record's words: the step's phases, the top
+    kernels by GPU time (CPU ops by self time on a CPU), the GPU's busy share of a step, and what
+    the host does per step."""
+    return {"device": p.get("device_name"), "compile": p.get("compile"), "precision": p.get("precision"),
+            "steps": p.get("steps"), "step_ms": p.get("step_ms"), "breakdown": p.get("breakdown"),
+            "top_kind": p.get("top_kind"), "top": (p.get("top") or [])[:TOP],
+            "gpu_busy_pct": p.get("gpu_busy_pct"), "kernels_per_step": p.get("kernels_per_step"),
+            "median_kernel_us": p.get("median_kernel_us"), "cpu_dispatch_pct": p.get("cpu_dispatch_pct"),
+            "host_syncs_per_step": p.get("host_syncs_per_step"), "host_syncs_note": p.get("host_syncs_note"),
+            "recompiles": p.get("recompiles"), "mfu_pct": p.get("mfu_pct"), "mfu_basis": p.get("mfu_basis"),
+            "verdict": (p.get("diagnosis") or {}).get("headline")}
 
 
 def util_reason(s: dict) -> str:
@@ -163,6 +179,10 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
     kernels = _load(work / "kernels.json")
     if kernels is None:
         missing["kernels_ok"] = f"step corpus: {ran['corpus']['status']} (kernels.json missing)"
+    prof = _load(work / "profile.json")
+    if prof is None:
+        missing["profile"] = f"step profile: {ran['profile']['status']}" + (
+            f" ({ran['profile']['note']})" if ran["profile"]["note"] else "")
     where, why = commit(given_commit)
     if where is None:
         missing["commit"] = why
@@ -202,6 +222,7 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
         "not_measured": missing,
         "steps": ran,
         "runs": {k: run_figures(v) if v else None for k, v in (("cold", cold), ("warm", warm), ("eager", eager))},
+        "profile": profile_figures(prof) if prof else None,
         "kernels": kernels,
         "raw": {"train_cold": cold, "train_warm": warm, "train_eager": eager},
     }
@@ -293,11 +314,34 @@ def markdown(r: dict, stem: Path) -> str:
             else:
                 cells.append(_v(run[key]))
         lines.append(f"| {label} | {' | '.join(cells)} |")
-    lines += ["", "n/a: not measured here, or not applicable (an eager run compiles nothing).",
-              "", "## Steps", "", "| step | status | s | note |", "|---|---|---:|---|"]
+    lines += ["", "n/a: not measured here, or not applicable (an eager run compiles nothing).", ""]
+    lines += profile_markdown(r["profile"], nm.get("profile"))
+    lines += ["", "## Steps", "", "| step | status | s | note |", "|---|---|---:|---|"]
     for name, p in r["steps"].items():
         lines.append(f"| {name} | {p['status']} | {_v(p['seconds'])} | {(p['note'] or '').replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def profile_markdown(p: dict | None, why: str | None) -> list[str]:
+    """The record's section on where a step's time goes (``myxtts profile``)."""
+    lines = ["## Where a step's time goes (`myxtts profile`)", ""]
+    if p is None:
+        return lines + [f"Not measured ({why})."]
+    kind = "kernels by GPU time" if p["top_kind"] == "kernels" else "CPU ops by self time (no GPU)"
+    lines += [f"{_v(p['steps'])} profiled steps on {p['device']}, compile {p['compile']}, {p['precision']}: "
+              f"step {_v(p['step_ms'])} ms; GPU busy {_v(p['gpu_busy_pct'])} % of it (kernels only); "
+              f"{_v(p['kernels_per_step'])} kernels per step, median {_v(p['median_kernel_us'])} µs; host "
+              f"launching {_v(p['cpu_dispatch_pct'])} % of the step; host syncs per step "
+              f"{_v(p['host_syncs_per_step']) if p['host_syncs_per_step'] is not None else p['host_syncs_note']}; "
+              f"recompiles {_v(p['recompiles'])}; MFU {_v(p['mfu_pct'])} %. Verdict: {_v(p['verdict'])}.", "",
+              "| phase | ms per step | % |", "|---|---:|---:|"]
+    for name, v in (p["breakdown"] or {}).items():
+        lines.append(f"| {name} | {_v(v.get('ms'))} | {_v(v.get('pct'))} |")
+    lines += ["", f"Top {len(p['top'])} {kind}:", "", "| % | ms in all | calls | name |", "|---:|---:|---:|---|"]
+    for t in p["top"]:
+        lines.append(f"| {_v(t['pct'])} | {_v(t['total_ms'])} | {t['calls']} | "
+                     f"`{str(t['name'])[:100].replace('|', '/').replace('`', '')}` |")
+    return lines
 
 
 def main() -> None:

@@ -26,8 +26,12 @@
 #   warm      the cold run resumed in a second process, on an empty compile cache of its own
 #             with the kernels the cold run saved (RUN/compiled.bin): the warm start a bare
 #             machine gets, TRAIN_S/2 of training                                < 1.5 min
+#   profile   with what is left: myxtts profile on the cold run's batch size and compiled kernels
+#             (top kernels by GPU time, the GPU's busy share of a step, host syncs, the host's
+#             launch time), its trace beside it; stopped in time for the record       < 1.5 min
 #   record    the record and the files below                                    seconds
-#   in all    < 7 min on an H100
+#   in all    < 8.5 min on an H100; with --deadline 420 the profile runs only where the steps
+#             before it finished early
 #
 # Fallbacks: a kernel check that fails trains model.decoder=autoregressive instead (the record
 # says why); a compile that fails, or that shows no "compiled shape" line for COMPILE_STALL_S, is
@@ -36,8 +40,9 @@
 #
 # OUT ends with at most 8 files: gpu_run.log (everything printed), kernels.json, the record
 # <gpu>-<date>-after.{json,md} (record.{json,md} with --smoke), monitor.csv (the GPU samples
-# of the cold run) and rest.tgz (summaries, metrics, reports and logs of every run). Copy the
-# record into benchmarks/results/ and commit it, whatever it says. The work folder is
+# of the cold run), rest.tgz (summaries, metrics, reports and logs of every run) and
+# profile.tgz (the profile's Chrome trace and report: apart, so that a large trace cannot cost
+# the rest). Copy the record into benchmarks/results/ and commit it, whatever it says. The work folder is
 # ${TMPDIR:-/tmp}/myxtts-gpu-run-PID, removed at the end.
 #
 # The text is read as characters, not phonemes: the phoneme front end's wheels (espeak-ng's data,
@@ -99,18 +104,18 @@ if [ "$SMOKE" = 1 ]; then
   # the clips under 6 s (4 of the 8); small batches, so the speed settles within 10 s
   SET=(text.mode=characters data.max_seconds=6 data.max_buckets=2)
   COLD_SET=(data.frame_budget=1000)
-  BENCH=(--quick --steps 4)
-  # estimates on 2 CPU cores, seconds: setup corpus cold warm record
-  EST=(10 40 60 60 10); COMPILE_STALL_S=120
+  PROFILE_STEPS=4
+  # estimates on 2 CPU cores, seconds: setup corpus cold warm profile record
+  EST=(10 40 60 60 40 10); COMPILE_STALL_S=120
 else
   PRESET=base; CORPUS_SRC=data/demo; COPIES=8; PREP_WORKERS=$(nproc); WORKERS=8; TRAIN_S=60
   SET=(text.mode=characters)
   COLD_SET=()
-  BENCH=(--steps 20)
-  EST=(30 90 210 90 15); COMPILE_STALL_S=240
+  PROFILE_STEPS=10
+  EST=(30 90 210 90 90 15); COMPILE_STALL_S=240
 fi
 T0=$SECONDS
-RESERVE=$((EST[4] + 10))  # the record and the archive of what the steps wrote
+RESERVE=$((EST[5] + 10))  # the record and the archive of what the steps wrote
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 : > "$WORK/steps.tsv"  # step, status, seconds, note: the record reads it
 
@@ -249,6 +254,25 @@ run_warm() {
   train warm "${COLD_SET[@]}" train.compile_cache="$WORK/compile-warm" train.time_budget_s=$((TRAIN_S / 2))
 }
 
+run_profile() {
+  # The cold run's frame budget (no batch-size probes again) and its compile cache (the kernels
+  # load instead of compiling); stopped where it would eat the record's reserve.
+  local budget rc
+  budget=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["frame_budget"])' \
+    "$WORK/runs/cold/summary.json" 2> /dev/null)
+  say "myxtts profile --config $PRESET --data WORK/cache --steps $PROFILE_STEPS --out WORK/profile" \
+    "--json WORK/profile.json data.frame_budget=${budget:-auto} ${SET[*]} ${DECODER[*]}"
+  timeout -s TERM -k 10 $(($(left) - RESERVE)) "$PY" -m myxtts profile --config "$PRESET" --data "$WORK/cache" \
+    --steps "$PROFILE_STEPS" --out "$WORK/profile" --json "$WORK/profile.json" train.compile_cache="$WORK/compile" \
+    data.num_workers="$WORKERS" data.frame_budget="${budget:-auto}" "${SET[@]}" "${DECODER[@]}" \
+    > "$WORK/profile.log" 2>&1
+  rc=$?
+  tail -30 "$WORK/profile.log"
+  [ "$rc" = 124 ] && NOTE="stopped with $(left) s left of --deadline $DEADLINE, for the record"
+  tar -czf "$OUT/profile.tgz" -C "$WORK" profile 2> /dev/null
+  return $rc
+}
+
 run_record() {
   local args=("$WORK" --out "$OUT")
   [ "$SMOKE" = 0 ] || args+=(--smoke)
@@ -263,12 +287,13 @@ STOP_AT=$RESERVE
 step setup "${EST[0]}" && step corpus "${EST[1]}" && {
   step cold "${EST[2]}"
   [ -f "$WORK/runs/cold/plan.json" ] && step warm "${EST[3]}"
+  [ -f "$WORK/runs/cold/summary.json" ] && step profile "${EST[4]}"
 }
-step record "${EST[4]}"
+step record "${EST[5]}"
 rc=$?
 # Everything else worth reading, small enough to come back: no cache, corpus or compiled kernels.
 tar -czf "$OUT/rest.tgz" -C "$WORK" --exclude=cache --exclude=corpus --exclude=compile --exclude=compile-warm \
-  --exclude=site --exclude=compiled.bin \
+  --exclude=site --exclude=compiled.bin --exclude=trace.json \
   --exclude='checkpoints' --exclude='tensorboard' --exclude='*.safetensors' . 2> /dev/null
 rm -rf "$WORK"
 echo "== finished after $((SECONDS - T0)) s; OUT holds: $(cd "$OUT" && ls | tr '\n' ' ')"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ("setup", "corpus", "cold", "warm", "record")
+STEPS = ("setup", "corpus", "cold", "warm", "profile", "record")
 
 
 def gpu_run(*args: str) -> subprocess.CompletedProcess:
@@ -37,7 +37,7 @@ def test_every_step_runs_and_the_record_has_every_figure_or_why_not(smoke):
     out, first = smoke
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8 and all((out / f).is_file() for f in files), files
-    assert {"gpu_run.log", "kernels.json", "record.json", "record.md", "rest.tgz"} <= set(files)
+    assert {"gpu_run.log", "kernels.json", "record.json", "record.md", "rest.tgz", "profile.tgz"} <= set(files)
     log = (out / "gpu_run.log").read_text()
     assert log.startswith("== setup") and "machine: " in log.splitlines()[1]  # machine and versions first
     assert "| torch " + torch.__version__ in log
@@ -74,6 +74,13 @@ def test_every_step_runs_and_the_record_has_every_figure_or_why_not(smoke):
     with tarfile.open(out / "rest.tgz") as tgz:
         names = tgz.getnames()
     assert any(n.endswith("runs/cold/summary.json") for n in names) and not any("/cache/" in n for n in names)
+    # the profile, on the cold run's batch size: its top ops and phases in the record, its trace apart
+    prof = r["profile"]
+    assert prof["steps"] == 4 and prof["top_kind"] == "cpu ops" and prof["top"] and prof["step_ms"] > 0
+    assert {"forward", "backward", "optimizer"} <= set(prof["breakdown"])
+    assert "## Where a step's time goes" in (out / "record.md").read_text()
+    with tarfile.open(out / "profile.tgz") as tgz:
+        assert "profile/trace.json" in tgz.getnames()
 
 
 def test_a_deadline_too_short_skips_steps_and_still_records(tmp_path):
@@ -82,6 +89,7 @@ def test_a_deadline_too_short_skips_steps_and_still_records(tmp_path):
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["steps"]["corpus"]["status"] == "skipped" and "--deadline 35" in rec["steps"]["corpus"]["note"]
     assert rec["steps"]["cold"]["status"].startswith("not run")
+    assert rec["profile"] is None and rec["not_measured"]["profile"].startswith("step profile: not run")
     assert rec["input_bound_pct"] is None and rec["not_measured"]["input_bound_pct"]
 
 
@@ -104,8 +112,9 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     h100 = ROOT / "tests" / "fixtures" / "h100-2026-11-23"
     (tmp_path / "runs" / "cold").mkdir(parents=True)
     shutil.copy(h100 / "eager-base-summary.json", tmp_path / "runs" / "cold" / "summary.json")
+    shutil.copy(h100 / "profile_eager_base.json", tmp_path / "profile.json")
     (tmp_path / "steps.tsv").write_text("setup\tdone\t20\t\ncorpus\tdone\t70\t\ncold\tdone\t200\t\n"
-                                        "warm\tskipped\t0\tits estimate (90 s) did not fit\n")
+                                        "warm\tskipped\t0\tits estimate (90 s) did not fit\nprofile\tdone\t80\t\n")
     r = gpu_record.build(tmp_path, given_commit="2732f51")
     assert r["gpu_util_mean_pct"] == pytest.approx(32.16, abs=0.01)
     assert r["input_bound_pct"] == pytest.approx(1.49, abs=0.01)
@@ -117,5 +126,10 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     assert r["machine"]["device"] == "NVIDIA H100 80GB HBM3"
     assert r["kernels_ok"] is None and "kernels.json missing" in r["not_measured"]["kernels_ok"]
     assert r["commit"] == "2732f51" and "commit" not in r["not_measured"]
+    # the profile of that machine: kernels by GPU time, the host's launch share
+    prof = r["profile"]
+    assert prof["device"] == "NVIDIA H100 80GB HBM3" and prof["top_kind"] == "kernels" and len(prof["top"]) == 10
+    assert prof["kernels_per_step"] == pytest.approx(2905, abs=1) and prof["cpu_dispatch_pct"] > 90
     md = gpu_record.markdown(r, tmp_path / "h100-2026-11-26-after")
     assert "| warm | skipped | 0 | its estimate (90 s) did not fit |" in md
+    assert "Top 10 kernels by GPU time:" in md and "| backward | 51.7 | 56.8 |" in md
