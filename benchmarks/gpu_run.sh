@@ -28,9 +28,9 @@
 #             machine gets, TRAIN_S/2 of training                                < 1.5 min
 #   profile   with what is left: myxtts profile on the cold run's batch size and compiled kernels
 #             (top kernels by GPU time, the GPU's busy share of a step, host syncs, the host's
-#             launch time), its trace beside it; stopped in time for the record       < 1.5 min
+#             launch time), its trace beside it; stopped in time for the record       < 1 min
 #   record    the record and the files below                                    seconds
-#   in all    < 8.5 min on an H100; with --deadline 420 the profile runs only where the steps
+#   in all    < 8 min on an H100; with --deadline 420 the profile runs only where the steps
 #             before it finished early
 #
 # Fallbacks: a kernel check that fails trains model.decoder=autoregressive instead (the record
@@ -112,7 +112,7 @@ else
   SET=(text.mode=characters)
   COLD_SET=()
   PROFILE_STEPS=10
-  EST=(30 90 210 90 90 15); COMPILE_STALL_S=240
+  EST=(30 90 210 90 60 15); COMPILE_STALL_S=240
 fi
 T0=$SECONDS
 RESERVE=$((EST[5] + 10))  # the record and the archive of what the steps wrote
