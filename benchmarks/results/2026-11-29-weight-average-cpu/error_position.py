@@ -1,43 +1,49 @@
-"""Where in a sentence Whisper's word errors fall: each reference word is aligned to the heard
-words by edit distance and counted wrong when substituted or deleted, by its position (first,
-second, last, the rest). Reads trial folders' heard.json ([reference, heard] pairs).
+"""Where in a sentence Whisper's word errors fall: both sides as scoring reads them
+(``metrics.normalize_for_scoring``), each reference word aligned to the heard words by edit
+distance and counted wrong when substituted or dropped (an inserted word is charged to none),
+by its position (first, second, last, the rest). Reads trial folders' heard.json ([reference,
+heard] pairs).
 
-    python error_position.py 'TRIALS/lr3-s*/heard.json' ...
+    PYTHONPATH=. python error_position.py 'TRIALS/lr3-s*/heard.json' ...
 """
 import glob
 import json
-import re
 import sys
 
+from myxtts.evaluate.metrics import normalize_for_scoring
 
-def norm(s): return re.sub(r"[^a-z' ]"," ",s.lower()).split()
-def align(r,h):
-    # levenshtein with backtrace; returns per-ref-word error flag
-    n,m=len(r),len(h)
-    D=[[0]*(m+1) for _ in range(n+1)]
-    for i in range(n+1): D[i][0]=i
-    for j in range(m+1): D[0][j]=j
-    for i in range(1,n+1):
-        for j in range(1,m+1):
-            D[i][j]=min(D[i-1][j]+1,D[i][j-1]+1,D[i-1][j-1]+(r[i-1]!=h[j-1]))
-    err=[0]*n; i,j=n,m
-    while i>0 or j>0:
-        if i>0 and j>0 and D[i][j]==D[i-1][j-1]+(r[i-1]!=h[j-1]):
-            err[i-1]=int(r[i-1]!=h[j-1]); i-=1;j-=1
-        elif i>0 and D[i][j]==D[i-1][j]+1: err[i-1]=1; i-=1
+
+def wrong_words(ref: list[str], hyp: list[str]) -> list[bool]:
+    """Per reference word: substituted or dropped on one least-edit alignment."""
+    n, m = len(ref), len(hyp)
+    d = [[i + j if i * j == 0 else 0 for j in range(m + 1)] for i in range(n + 1)]
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]))
+    wrong, i, j = [False] * n, n, m
+    while i > 0:
+        if j > 0 and d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
+            wrong[i - 1] = ref[i - 1] != hyp[j - 1]
+            i, j = i - 1, j - 1
+        elif d[i][j] == d[i - 1][j] + 1:
+            wrong[i - 1] = True
+            i -= 1
         else:
-            # insertion: charge to neighbour ref word
-            if i>0: err[i-1]=max(err[i-1],0)
-            j-=1
-    return err
-for pat in sys.argv[1:]:
-    pos={}
-    for f in glob.glob(pat):
-        for ref,hyp in json.load(open(f)):
-            r,h=norm(ref),norm(hyp)
-            e=align(r,h)
-            n=len(r)
-            for k,x in enumerate(e):
-                key='first' if k==0 else 'second' if k==1 else 'last' if k==n-1 else 'middle'
-                a=pos.setdefault(key,[0,0]); a[0]+=x; a[1]+=1
-    print(pat, {k:f"{v[0]}/{v[1]}={v[0]/v[1]:.2f}" for k,v in pos.items()})
+            j -= 1
+    return wrong
+
+
+def place(k: int, n: int) -> str:
+    return "first" if k == 0 else "second" if k == 1 else "last" if k == n - 1 else "middle"
+
+
+for pattern in sys.argv[1:]:
+    counts: dict[str, list[int]] = {}
+    for path in glob.glob(pattern):
+        for ref, heard in json.load(open(path)):
+            words = normalize_for_scoring(ref).split()
+            for k, bad in enumerate(wrong_words(words, normalize_for_scoring(heard).split())):
+                c = counts.setdefault(place(k, len(words)), [0, 0])
+                c[0] += bad
+                c[1] += 1
+    print(pattern, {k: f"{w}/{n}={w / n:.2f}" for k, (w, n) in counts.items()})
