@@ -100,6 +100,11 @@ class ModelConfig:
     ref_layers: int = _f(2, lo=1, hi=16, help="perceiver resampler layers")
     ref_dropout: float = _f(0.1, lo=0.0, hi=1.0, help="share of training samples without a "
                             "reference: learns the neutral voice used when none is given")
+    speaker_loss_weight: float = _f(0.1, lo=0.0, help="weight of a contrastive loss asking one "
+                                    "speaker's conditioning latents to lie nearer each other than "
+                                    "another speaker's: without it, training on the demo corpus "
+                                    "lost the reference early at most seeds and for good at one "
+                                    "of four (0: off; one speaker gives it nothing to compare)")
     ref_self_keys: bool = _f(False, help="the resampler's latents attend to themselves beside "
                              "the reference's features, as Flamingo's and XTTS's do: on the demo "
                              "corpus it let training stop hearing the reference (model files "

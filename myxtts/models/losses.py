@@ -16,6 +16,8 @@ by models.mel_decoder, ``duration_losses`` by models.duration_decoder); the term
   in [0, 1].
 - ``duration`` (duration decoder): MSE between predicted and aligned log(1 + frames) per token.
 - ``align`` (duration decoder): the aligner's forward-sum (CTC) loss, see models.aligner.
+- ``speaker`` (both decoders, ``model.speaker_loss_weight``): a supervised contrastive loss on
+  the conditioning latents' mean, see ``speaker_contrast``.
 - ``attention_diagonality``: share of attention mass within ``band`` of the diagonal, averaged
   over valid steps and the batch: ~2*band for uniform attention, → 1 for a clean alignment.
 """
@@ -121,3 +123,29 @@ def duration_losses(cfg: ModelConfig, batch: dict, out: dict) -> dict:
     return {"mel_l1": mel_l1, "postnet_l1": postnet_l1, "duration": duration, "align": align,
             "loss": mel_l1 + postnet_l1 + duration + align,
             "attn_diag": _diagonality(attn.detach(), dist, valid, step_lens, 0.1)}
+
+
+# Cosine similarities are divided by this before the softmax: SupCon's range (0.07-0.1), where a
+# pair of voices 0.2 apart in cosine already weighs e^2 times less.
+SPEAKER_TEMPERATURE = 0.1
+
+
+def speaker_contrast(voice: torch.Tensor, speaker: torch.Tensor, heard: torch.Tensor) -> torch.Tensor:
+    """Supervised contrastive loss (Khosla et al. 2020, its positives summed inside the log) on
+    each row's conditioning: voice (B, d) the latents' mean, speaker (B,) ids, heard (B,) rows
+    whose reference was kept. For each heard row with another heard row of its speaker and one
+    of another speaker: -log of the softmax mass, over the other heard rows, on its own
+    speaker's rows; averaged over those rows, 0 where there are none (one speaker in the batch).
+    It gives the reference encoder a gradient of its own, which the mel loss alone stops giving
+    once the latents read the same for every reference."""
+    heard = heard > 0  # the step hands the model's outputs over as floats
+    z = F.normalize(voice.float(), dim=-1)  # (B, d)
+    sim = z @ z.T / SPEAKER_TEMPERATURE  # (B, B)
+    b = sim.shape[0]
+    others = heard[:, None] & heard[None, :] & ~torch.eye(b, dtype=torch.bool, device=sim.device)
+    same = others & (speaker[:, None] == speaker[None, :])  # (B, B)
+    neg_inf = torch.finfo(sim.dtype).min
+    log_all = torch.logsumexp(sim.masked_fill(~others, neg_inf), dim=1)  # (B,)
+    log_same = torch.logsumexp(sim.masked_fill(~same, neg_inf), dim=1)
+    rows = (same.any(1) & (others & ~same).any(1)).float()  # (B,)
+    return ((log_all - log_same) * rows).sum() / rows.sum().clamp(min=1.0)

@@ -41,7 +41,7 @@ from torch import nn
 from myxtts.config import ModelConfig
 from myxtts.models.duration_decoder import DurationDecoder
 from myxtts.models.layers import Attention, FeedForward
-from myxtts.models.losses import attention_diagonality
+from myxtts.models.losses import attention_diagonality, speaker_contrast
 from myxtts.models.mel_decoder import MelDecoder, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
@@ -99,11 +99,6 @@ class XTTS(nn.Module):
         if latents is not None:
             memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
             return memory, torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
-        if self.training and self.cfg.ref_dropout > 0:
-            # Drop the reference for some samples (by masking it out, shapes unchanged) so the
-            # resampler learns a neutral voice for reference-free synthesis.
-            drop = torch.rand(ref_lens.shape, device=ref_lens.device) < self.cfg.ref_dropout
-            ref_lens = torch.where(drop, torch.zeros_like(ref_lens), ref_lens)
         latents = self.conditioning(ref_mel, ref_lens, ref_emb)  # (B, K, d)
         memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
         mask = torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
@@ -113,17 +108,32 @@ class XTTS(nn.Module):
     def forward(self, batch: dict) -> dict:
         """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens (see data.loader) →
         mel_pre, mel_post (B, Tm, M), attn (B, Tm/r, Tt), and stop_logits (B, Tm/r)
-        (autoregressive) or log_dur, dur (B, Tt), align_logp (B, Tm, Tt) (duration decoder)."""
-        tokens = batch["tokens"]
+        (autoregressive) or log_dur, dur (B, Tt), align_logp (B, Tm, Tt) (duration decoder);
+        voice (B, d), the conditioning latents' mean, and heard (B,), rows whose reference was
+        kept, for the speaker loss."""
+        tokens, ref_lens = batch["tokens"], batch["ref_lens"]
+        if self.training and self.cfg.ref_dropout > 0:
+            # Drop the reference for some samples (by masking it out, shapes unchanged) so the
+            # resampler learns a neutral voice for reference-free synthesis.
+            drop = torch.rand(ref_lens.shape, device=ref_lens.device) < self.cfg.ref_dropout
+            ref_lens = torch.where(drop, torch.zeros_like(ref_lens), ref_lens)
         memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
-                                   batch["ref_lens"], ref_emb=batch.get("ref_emb"))
-        return self.decoder(batch["mel"], memory, mask, batch["mel_lens"], batch["token_lens"],
-                            tokens.shape[1])
+                                   ref_lens, ref_emb=batch.get("ref_emb"))
+        out = self.decoder(batch["mel"], memory, mask, batch["mel_lens"], batch["token_lens"],
+                           tokens.shape[1])
+        out["voice"] = memory[:, tokens.shape[1]:].mean(dim=1)  # (B, d): the latents' mean
+        out["heard"] = ref_lens > 0  # (B,): rows that had a reference
+        return out
 
     def losses(self, batch: dict, out: dict) -> dict:
         """0-dim tensors: loss (total), mel_l1, postnet_l1, attn_diag, and stop_bce,
-        guided_attn (autoregressive) or duration, align (duration decoder)."""
-        return self.decoder.losses(batch, out)
+        guided_attn (autoregressive) or duration, align (duration decoder); speaker with
+        ``model.speaker_loss_weight`` (the reference kept in the conditioning)."""
+        losses = self.decoder.losses(batch, out)
+        if self.cfg.speaker_loss_weight > 0:
+            losses["speaker"] = speaker_contrast(out["voice"], batch["speaker"], out["heard"])
+            losses["loss"] = losses["loss"] + self.cfg.speaker_loss_weight * losses["speaker"]
+        return losses
 
     def diagonality(self, batch: dict, out: dict, band: float = 0.1) -> torch.Tensor:
         return attention_diagonality(out["attn"], batch["token_lens"], batch["mel_lens"],

@@ -48,7 +48,7 @@ SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's 
 # (training-only dropouts and loss terms, inference limits, the optimizer's rate).
 FREE = {"model": {"dropout", "ref_dropout", "prenet_dropout", "stop_pos_weight",
                   "guided_attn_sigma", "guided_attn_weight", "align_layer", "max_decoder_steps",
-                  "stop_threshold"},
+                  "stop_threshold", "speaker_loss_weight"},
         "vocoder": {"segment_frames", "lr", "mel_loss_weight", "stft_loss_weight"}}
 # Clip preprocessing: which stretch of a recording is kept and how loud, not what a mel frame is.
 AUDIO_FREE = {"trim_silence", "trim_db", "normalize_loudness", "target_dbfs"}
