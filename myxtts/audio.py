@@ -109,6 +109,23 @@ def _mel_basis(sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> np
     return librosa.filters.mel(**_mel_filter_args(sr, n_fft, n_mels, fmin, fmax))  # (M, F)
 
 
+def magnitude_from_mel(cfg: AudioConfig) -> torch.Tensor:
+    """(F, M), F = n_fft / 2 + 1: the matrix that reads STFT magnitudes back from a mel's bands
+    (the exp of :class:`MelSpectrogram`'s log-mel), without a fit. A band's mel is its mean
+    magnitude times its filter's sum; each bin takes the mean magnitudes of the bands over it,
+    weighted by their triangles, and the bins above the top band (``fmax``), which the mel says
+    nothing of though speech has energy there, the top covered bin's; a bin below the lowest
+    band (DC) reads 0. Smooth and non-negative, where the pseudo-inverse leaves negative holes."""
+    basis = torch.from_numpy(_mel_basis(cfg.sample_rate, cfg.n_fft, cfg.n_mels, cfg.fmin,
+                                        cfg.fmax)).double()  # (M, F)
+    weight = basis.T  # (F, M)
+    cover = weight.sum(1)  # (F,)
+    inverse = weight / (cover.clamp(min=1e-12)[:, None] * basis.sum(1)[None, :])  # (F, M)
+    top = int((cover > 0).nonzero().max())
+    inverse[top + 1:] = inverse[top]
+    return inverse.float()
+
+
 class MelSpectrogram(torch.nn.Module):
     """(B, S) waveform in [-1, 1] → (B, T, n_mels) natural-log mel, T = S // hop."""
 

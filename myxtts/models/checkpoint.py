@@ -36,7 +36,7 @@ from myxtts.files import atomic_write
 from myxtts.rundir import resolve_checkpoint
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
 # weights would load without an error and compute something else. Version 3 replaced the
@@ -44,8 +44,9 @@ FORMAT_VERSION = 5
 # Version 4 added ``model.frame_position`` ("local", then "token"): acoustic files before it have no
 # such setting and were all "absolute" (:func:`_settings_before`). Version 5 added
 # ``model.ref_self_keys`` (default off): acoustic files before it have no such setting and
-# their resamplers' latents all attended to themselves.
-READABLE = {"acoustic": {"2", "3", "4", "5"}, "vocoder": {"3", "4", "5"}}
+# their resamplers' latents all attended to themselves. Version 6 added ``vocoder.magnitude_prior``
+# (default on): vocoder files before it predicted the whole log-magnitude.
+READABLE = {"acoustic": {"2", "3", "4", "5", "6"}, "vocoder": {"3", "4", "5", "6"}}
 KINDS = ("acoustic", "vocoder")
 
 
@@ -146,17 +147,21 @@ def load_weights(model: nn.Module, path) -> dict:
     return meta
 
 
-def _settings_before(version: str, data: dict) -> dict:
+def _settings_before(version: str, kind: str, data: dict) -> dict:
     """A saved config with the values an older format version meant where it has no setting:
-    a default that changed would otherwise rebuild another network around old weights."""
-    if not isinstance(data.get("model"), dict):
-        return data
-    before = {}
-    if int(version) < 4:
+    a default that changed would otherwise rebuild another network around old weights. Only
+    the section that shaped the file's own weights (``model`` or ``vocoder``) is filled in."""
+    v, before = int(version), {}
+    if kind == "acoustic" and v < 4:
         before["frame_position"] = "absolute"
-    if int(version) < 5:
+    if kind == "acoustic" and v < 5:
         before["ref_self_keys"] = True
-    return {**data, "model": {**before, **data["model"]}}
+    if kind == "vocoder" and v < 6:
+        before["magnitude_prior"] = False
+    section = "vocoder" if kind == "vocoder" else "model"
+    if not before or not isinstance(data.get(section, {}), dict):
+        return data
+    return {**data, section: {**before, **data.get(section, {})}}
 
 
 def describe(path) -> tuple[Config, list[str], dict]:
@@ -165,7 +170,7 @@ def describe(path) -> tuple[Config, list[str], dict]:
     path = Path(path)
     meta = dict(read_metadata(path))
     try:
-        cfg = from_dict(_settings_before(meta["format_version"], upgrade(yaml.safe_load(meta["config"]))))
+        cfg = from_dict(_settings_before(meta["format_version"], meta["kind"], upgrade(yaml.safe_load(meta["config"]))))
         vocab = json.loads(meta["vocab"])
     except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
         raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None

@@ -2,7 +2,12 @@
 
 **Generator**: a Fourier head in the style of Vocos (Siuzdak, ICLR 2024). A stack of ConvNeXt
 blocks runs at the mel frame rate, and a linear head predicts, per frame, the STFT's
-log-magnitude and phase; an inverse STFT makes the waveform. No layer runs at the sample rate,
+log-magnitude and phase; an inverse STFT makes the waveform. With ``vocoder.magnitude_prior``
+(the default since format 6) the head's log-magnitude corrects the magnitudes the mel itself
+gives (:func:`myxtts.audio.magnitude_from_mel`), as FreeV (Lv et al. 2024) starts from the
+mel's pseudo-inverse: trained from nothing, 3,000 steps read the held-out clips 6-12 WER points
+worse than Griffin-Lim does from the same mels; from the mel's magnitudes, as well
+(``benchmarks/results/2026-11-29-vocoder-prior-cpu.md``). No layer runs at the sample rate,
 so a step costs a fraction of a time-domain generator's: a HiFi-GAN generator (``small``, 0.9 M
 parameters) trained and synthesized 6x and 20x slower on two CPU cores, and said the held-out
 sentences far worse after the same 10 minutes (``benchmarks/results/2026-11-25-vocoder-cpu.md``).
@@ -36,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from myxtts.audio import LOG_FLOOR, magnitude_from_mel
 from myxtts.config import AudioConfig, Config, VocoderConfig
 
 # One size, the one measured: channels, ConvNeXt intermediate channels, blocks (2.8 M parameters;
@@ -94,6 +100,9 @@ class VocosGenerator(nn.Module):
         self.final_norm = nn.LayerNorm(ch, eps=1e-6)
         self.head = nn.Linear(ch, audio.n_fft + 2)  # log-magnitude and phase of n_fft/2+1 bins
         self.istft = InverseSTFT(audio.n_fft, audio.hop_length, audio.win_length)
+        self.prior = cfg.magnitude_prior
+        if self.prior:  # (F, M), rebuilt from the config: model files do not carry it
+            self.register_buffer("mel_inverse", magnitude_from_mel(audio), persistent=False)
         for m in self.modules():
             if isinstance(m, (nn.Conv1d, nn.Linear)):
                 nn.init.trunc_normal_(m.weight, std=0.02)
@@ -114,6 +123,9 @@ class VocosGenerator(nn.Module):
             x = block(x)
         x = self.head(self.final_norm(x.transpose(1, 2))).transpose(1, 2).float()  # (B, N + 2, T)
         log_mag, phase = x.chunk(2, dim=1)  # (B, F, T) each
+        if self.prior:  # the head corrects the magnitudes the mel itself gives
+            read = self.mel_inverse @ mel.float().exp().transpose(1, 2)  # (B, F, T)
+            log_mag = log_mag + torch.log(read.clamp(min=LOG_FLOOR))
         return torch.exp(log_mag.clamp(max=MAX_LOG_MAG)), phase
 
 

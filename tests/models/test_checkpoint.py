@@ -197,3 +197,30 @@ def test_a_model_file_keeps_its_frame_position_whatever_the_default(tmp_path):
     batch = random_batch()
     with torch.no_grad():
         torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
+
+
+@pytest.mark.parametrize("version", ["3", "5"])
+def test_a_vocoder_from_before_the_magnitude_prior_speaks_as_it_did(tmp_path, version):
+    """Vocoder files before format 6 have no ``vocoder.magnitude_prior``: their heads predicted
+    the whole log-magnitude. Read today, when the default is on, they must rebuild that network
+    and make the audio they made, not add the mel's magnitudes to theirs."""
+    cfg = tiny("vocoder.magnitude_prior=false")
+    torch.manual_seed(0)
+    gen = build_generator(cfg).eval()
+    path = save_model(tmp_path / "v.safetensors", gen, cfg, SYMBOLS, kind="vocoder")
+    with safe_open(str(path), "pt") as f:
+        meta = dict(f.metadata())
+    old = yaml.safe_load(meta["config"])
+    del old["vocoder"]["magnitude_prior"]
+    save_file(load_file(str(path)), str(tmp_path / "old.safetensors"),
+              metadata={**meta, "config": yaml.safe_dump(old), "format_version": version})
+    loaded, loaded_cfg, _, _ = load_model(tmp_path / "old.safetensors")
+    assert loaded_cfg == cfg and not loaded.prior
+    mel = torch.randn(1, 20, cfg.audio.n_mels) - 4
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(mel), gen(mel))
+    # today's files keep theirs, on by default
+    assert tiny().vocoder.magnitude_prior
+    on = build_generator(tiny())
+    _, on_cfg, _, _ = load_model(save_model(tmp_path / "new.safetensors", on, tiny(), SYMBOLS, kind="vocoder"))
+    assert on_cfg.vocoder.magnitude_prior
