@@ -159,9 +159,10 @@ def _settings_before(version: str, kind: str, data: dict) -> dict:
     if kind == "vocoder" and v < 6:
         before["magnitude_prior"] = False
     section = "vocoder" if kind == "vocoder" else "model"
-    if not before or not isinstance(data.get(section, {}), dict):
+    saved = data.get(section, {})
+    if not before or not isinstance(saved, dict):
         return data
-    return {**data, section: {**before, **data.get(section, {})}}
+    return {**data, section: {**before, **saved}}
 
 
 def describe(path) -> tuple[Config, list[str], dict]:

@@ -54,8 +54,9 @@ def _lsd_db(mag: torch.Tensor, ref: torch.Tensor) -> float:
 
 def test_the_magnitudes_a_mel_gives_are_near_the_speech_it_came_from():
     """A real clip's mel read back through magnitude_from_mel: non-negative, within 9 dB of the
-    clip's own STFT (7.9 measured), where the pseudo-inverse, with its negative holes, is 17 dB
-    off and a flat spectrum at each frame's level further still; and its mel is the clip's."""
+    clip's own STFT over the full band (8.3 measured), where the pseudo-inverse, with its
+    negative holes, is 17 dB off and a flat spectrum at each frame's level 40; and its mel is
+    the clip's (0.21 mean log difference measured)."""
     a = AudioConfig()
     mel_fn = MelSpectrogram(a)
     wav = _speech(a)
