@@ -62,7 +62,7 @@ class Run:
     sampler: object                # the training split's BucketSampler (the run's shapes)
     batches: Batches | None        # endless device batches (None when not asked for)
     plan: Plan                     # what the settings resolved to (cfg holds the result)
-    horizon: Horizon | None = None  # where the schedule ends under a time budget (acoustic)
+    horizon: Horizon | None = None  # where the schedule ends under a time budget
 
     @property
     def shapes(self) -> list[tuple[int, int, int]]:
@@ -223,7 +223,8 @@ def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
     batches = Batches(cache, cfg, device, info, with_wav=True, with_voice=voice) if with_batches else None
     sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
     opt = build_vocoder_optimizer(gen, cfg)
-    sched = build_vocoder_scheduler(opt, cfg, len(sampler))
+    horizon = Horizon.of(cfg.train)
+    sched = build_vocoder_scheduler(opt, cfg, len(sampler), horizon)
     step_fn = VocoderStep(cfg, gen, opt, sched, prec, teacher)
     return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, opt, sched, sampler,
-               batches, plan)
+               batches, plan, horizon)

@@ -4,7 +4,8 @@ Trains the generator on the waveforms stored in the cache (``data.store_wav=true
 ``vocoder.segment_frames`` crop per utterance, on the reconstruction losses of
 :mod:`myxtts.models.vocoder` (``mel_loss_weight`` x mel L1 + ``stft_loss_weight`` x
 multi-resolution STFT), with the optimizer and schedule the builder gives it
-(``train.optim.build_vocoder_optimizer``: AdamW, the rate decayed per epoch as HiFi-GAN's is).
+(``train.optim.build_vocoder_optimizer``: AdamW, the rate decayed per epoch as HiFi-GAN's is,
+then annealed over the last 20 % of the steps or the time budget).
 
 With a ``teacher`` (``--mels-from RUN``: an acoustic model, frozen, in eval mode, in fp32 as
 synthesis runs it) the generator reads the mels that model makes of each batch teacher-forced
@@ -161,7 +162,11 @@ class VocoderStep(StepCounters):
 
     def load_state_dict(self, state: dict) -> None:
         self.opt.load_state_dict(state["opt"])
-        self.sched.load_state_dict(state["sched"])
+        sched = state["sched"]
+        if "lr_lambdas" not in sched:  # saved by the ExponentialLR before the cool-down: its step count goes on
+            sched = {"last_epoch": sched["last_epoch"], "_step_count": sched["_step_count"],
+                     "lr_lambdas": [None]}
+        self.sched.load_state_dict(sched)
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.load_counters(state)

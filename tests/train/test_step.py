@@ -7,7 +7,14 @@ import torch
 from myxtts.config import load
 from myxtts.models.xtts import XTTS
 from myxtts.train.compile import compile_step
-from myxtts.train.optim import Horizon, build_optimizer, build_scheduler, lr_lambda
+from myxtts.train.optim import (
+    EPOCH_DECAY,
+    Horizon,
+    build_optimizer,
+    build_scheduler,
+    build_vocoder_scheduler,
+    lr_lambda,
+)
 from myxtts.train.precision import resolve
 from myxtts.train.step import TrainStep
 
@@ -66,6 +73,18 @@ def test_schedules():
     cfg.train.schedule = "constant"
     g = lr_lambda(cfg.train)
     assert g(0) == g(9) == g(99) == 1.0
+
+
+def test_the_vocoder_rate_decays_per_epoch_then_anneals_over_its_last_steps():
+    """HiFi-GAN's 0.999 per epoch, and over the last 20 % of the steps a cosine to the floor."""
+    cfg = load("tiny", ["train.max_steps=1000", "train.min_lr_ratio=0.05"])
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    rate = build_vocoder_scheduler(opt, cfg, epoch_len=10).lr_lambdas[0]
+    assert rate(0) == 1.0 and rate(800) == pytest.approx(EPOCH_DECAY ** 80)
+    assert rate(900) == pytest.approx(EPOCH_DECAY ** 90 * 0.525)  # halfway down the cosine
+    assert rate(1000) == pytest.approx(EPOCH_DECAY ** 100 * 0.05)
+    cfg.train.schedule = "constant"
+    assert build_vocoder_scheduler(opt, cfg, epoch_len=10).lr_lambdas[0](1000) == 1.0
 
 
 @pytest.mark.parametrize("steps_per_s", [2.0, 3.5, 9.0])

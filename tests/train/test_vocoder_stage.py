@@ -18,6 +18,7 @@ from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
 from myxtts.models.vocoder import reconstruction_loss
 from myxtts.train.build import build_run, resolve_plan
+from myxtts.train.optim import EPOCH_DECAY
 from myxtts.train.trainer import train
 from myxtts.train.vocoder import find_teacher
 
@@ -237,6 +238,41 @@ def test_vocoder_stage_runs_eagerly_and_its_config_says_so(lj_cache):
     run = build_run(load("tiny", ["train.compile=default", "data.num_workers=0"]), lj_cache,
                     stage="vocoder", with_batches=False)
     assert run.step_fn.compile_mode == "off" and run.cfg.train.compile == "off"
+
+
+def test_a_vocoder_run_under_a_time_budget_anneals_by_its_end(lj_cache):
+    """The demo's ``--vocoder-minutes`` sets a time budget and a step cap it never reaches: the
+    rate's cool-down follows the budget's estimated end, as the acoustic stage's does."""
+    cfg = load("tiny", [*VOCODER, "train.time_budget_s=60", "train.max_steps=1000000"])
+    run = build_run(cfg, lj_cache, stage="vocoder", with_batches=False)
+    rate, decay = run.scheduler.lr_lambdas[0], EPOCH_DECAY ** (500 / len(run.sampler))
+    assert rate(500) == pytest.approx(decay)  # against the step cap: no cool-down yet
+    run.horizon.end = 500
+    assert rate(500) == pytest.approx(decay * cfg.train.min_lr_ratio)
+
+
+def test_a_vocoder_run_saved_before_the_cool_down_resumes_at_its_step():
+    """A checkpoint holds the state of the ExponentialLR that came before: the resumed run goes on
+    from the step it counted, on the new schedule."""
+    from myxtts.models.vocoder import build_generator
+    from myxtts.train.optim import build_vocoder_optimizer, build_vocoder_scheduler
+    from myxtts.train.precision import resolve
+    from myxtts.train.vocoder import VocoderStep
+
+    cfg = load("tiny", ["train.max_steps=100"])
+    gen = build_generator(cfg)
+    opt = build_vocoder_optimizer(gen, cfg)
+    old = torch.optim.lr_scheduler.ExponentialLR(opt, 0.99)
+    for _ in range(7):
+        opt.step()
+        old.step()
+    opt = build_vocoder_optimizer(gen, cfg)
+    step = VocoderStep(cfg, gen, opt, build_vocoder_scheduler(opt, cfg, epoch_len=10),
+                       resolve("fp32", torch.device("cpu")))
+    step.load_state_dict({**step.state_dict(), "sched": old.state_dict()})
+    assert step.sched.last_epoch == 7
+    step.sched.step()
+    assert step.lr == pytest.approx(cfg.vocoder.lr * EPOCH_DECAY ** 0.8)
 
 
 def test_a_vocoder_step_reads_nothing_back_from_the_device():
