@@ -1,8 +1,8 @@
 """compare.py OUT EVALS_JSON: the two arms' end-to-end figures from their `myxtts eval` files, and
 a paired bootstrap over (model, sentence) of the difference in pooled WER.
 
-EVALS_JSON maps an arm ("griffin-lim", "before", "cool-down") to {vocoder: {model seed: path of
-eval.json}}. Writes OUT (JSON) and prints the tables."""
+EVALS_JSON maps an arm ("griffin-lim", "before", "cool-down", and any "fitted ..." arm) to
+{vocoder: {model seed: path of eval.json}}. Writes OUT (JSON) and prints the tables."""
 import json
 import random
 import sys
@@ -49,9 +49,12 @@ def pooled(arm, ks):
 
 rng = random.Random(0)
 summary = {}
-for arm in result["arms"]:
+complete = [arm for arm, units in result["arms"].items() if all(k in units for k in keys)]
+for arm in complete:  # an arm of fewer models than Griffin-Lim's has its pairs only
     summary[arm] = {"pooled_wer": pooled(arm, keys)}
-for a, b in (("cool-down", "before"), ("cool-down", "griffin-lim"), ("before", "griffin-lim")):
+pairs = [("cool-down", "before"), ("cool-down", "griffin-lim"), ("before", "griffin-lim")]
+pairs += [(arm, "cool-down") for arm in complete if arm.startswith("fitted")]
+for a, b in pairs:
     diffs = []
     for _ in range(10000):
         ks = [rng.choice(keys) for _ in keys]
