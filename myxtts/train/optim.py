@@ -38,7 +38,9 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig):
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
-COOLDOWN = 0.2  # the share of a time-budgeted run's steps its rate anneals over, at the end
+# The share of the steps the rate anneals over, at the end: of a time-budgeted acoustic run's, of
+# every vocoder run's.
+COOLDOWN = 0.2
 
 
 def lr_lambda(cfg: TrainConfig, horizon: Horizon | None = None):

@@ -164,8 +164,7 @@ class VocoderStep(StepCounters):
         self.opt.load_state_dict(state["opt"])
         sched = state["sched"]
         if "lr_lambdas" not in sched:  # saved by the ExponentialLR before the cool-down: its step count goes on
-            sched = {"last_epoch": sched["last_epoch"], "_step_count": sched["_step_count"],
-                     "lr_lambdas": [None]}
+            sched = {**{k: v for k, v in sched.items() if k != "gamma"}, "lr_lambdas": [None]}
         self.sched.load_state_dict(sched)
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])

@@ -270,7 +270,7 @@ def test_a_vocoder_run_saved_before_the_cool_down_resumes_at_its_step():
     step = VocoderStep(cfg, gen, opt, build_vocoder_scheduler(opt, cfg, epoch_len=10),
                        resolve("fp32", torch.device("cpu")))
     step.load_state_dict({**step.state_dict(), "sched": old.state_dict()})
-    assert step.sched.last_epoch == 7
+    assert step.sched.last_epoch == 7 and step.lr == pytest.approx(cfg.vocoder.lr * 0.99 ** 7)  # as saved
     step.sched.step()
     assert step.lr == pytest.approx(cfg.vocoder.lr * EPOCH_DECAY ** 0.8)
 
