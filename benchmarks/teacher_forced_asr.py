@@ -36,7 +36,8 @@ def teacher_forced(model, cfg, text, cache, s):
     mel_in = torch.cat([mel, mel[-1:].expand(pad, -1)])[None]  # (1, T', M), T' a multiple of r
     ref = torch.from_numpy(np.asarray(cache.mel(s.ref)[:n_ref], dtype=np.float32))[None]  # (1, Tr, M)
     batch = {"tokens": torch.tensor([ids]), "token_lens": torch.tensor([len(ids)]), "mel": mel_in,
-             "mel_lens": torch.tensor([n]), "ref_mel": ref, "ref_lens": torch.tensor([ref.shape[1]])}
+             "mel_lens": torch.tensor([n]), "ref_mel": ref, "ref_lens": torch.tensor([ref.shape[1]]),
+             "speaker": torch.tensor([int(cache.index.speaker[s.index])])}  # the speaker loss reads it
     was_training = model.training
     model.eval()
     try:

@@ -119,13 +119,18 @@ class ModelConfig:
                       "decoder, each step fed its previous frames")
     frame_position: str = _f("token", choices=["local", "token", "absolute"],
                              help="duration decoder: how a frame knows where it is. token: each "
-                             "layer's feed-forward convolves over 3 frames, and each frame carries "
+                             "layer's feed-forward convolves over frame_kernel frames, and each frame carries "
                              "its index within its token (DurIAN), with no position in the "
                              "utterance, so a frame off by one in the predicted durations still "
                              "sounds its phone; local: the convolutions alone (model files of "
                              "format 4 mostly); absolute: the frame's sinusoidal position in the "
                              "utterance and a position-wise feed-forward (model files before "
                              "format 4)")
+    frame_kernel: int = _f(3, lo=1, hi=31, help="duration decoder with frame_position local or token: "
+                           "how many frames each layer's feed-forward convolves over (odd). tiny sets "
+                           "5: at 350 steps of the demo it said the held-out sentences better than with "
+                           "3 (benchmarks/results/2026-11-29-frame-kernel-cpu.md); the larger presets keep "
+                           "3, not measured")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")
@@ -325,6 +330,9 @@ def _validate_cross(cfg: Config) -> None:
         raise ConfigError("data.min_seconds must be below data.max_seconds")
     if m.d_model % m.n_heads:
         raise ConfigError(f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})")
+    if m.frame_kernel % 2 == 0:
+        raise ConfigError(f"model.frame_kernel ({m.frame_kernel}) must be odd: an even kernel would "
+                          "shift every frame by half a frame")
     if d.pad_multiple % m.reduction:
         raise ConfigError(f"data.pad_multiple ({d.pad_multiple}) must be a multiple of "
                           f"model.reduction ({m.reduction})")

@@ -34,6 +34,7 @@ def test_overrides_reach_typed_fields():
     ("train", "not of the form"),
     ("train=3", "is a section"),
     ("audio.win_length=2048", "must not exceed audio.n_fft"),
+    ("model.frame_kernel=4", "model.frame_kernel \\(4\\) must be odd"),
 ])
 def test_invalid_settings_name_the_key(override, message):
     with pytest.raises(C.ConfigError, match=message):

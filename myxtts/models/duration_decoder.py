@@ -2,7 +2,7 @@
 
     text memory (B, Tt, d) ──× alignment (B, Tm, Tt)──▶ one text vector per frame (B, Tm, d)
       ──transformer (bidirectional self-attention over the frames, cross-attention to the
-                     conditioning latents, feed-forwards convolving over 3 frames)──▶ mel (B, Tm, M)
+                     conditioning latents, feed-forwards convolving over frame_kernel frames)──▶ mel (B, Tm, M)
       ──conv post-net──▶ mel_post
 
 In training the alignment is the aligner's hard path for the true mel (models.aligner), learned
@@ -72,9 +72,9 @@ class DurationDecoder(nn.Module):
         self.absolute = cfg.frame_position == "absolute"
         self.in_token = cfg.frame_position == "token"
         self.alpha = nn.Parameter(torch.ones(1)) if self.absolute else None
-        self.blocks = nn.ModuleList(
-            DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=1 if self.absolute else 3)
-            for _ in range(cfg.decoder_layers))
+        kernel = 1 if self.absolute else cfg.frame_kernel
+        self.blocks = nn.ModuleList(DecoderBlock(d, cfg.n_heads, cfg.ff_mult, cfg.dropout, ff_kernel=kernel)
+                                    for _ in range(cfg.decoder_layers))
         self.memory_kv = MemoryKV(d, cfg.decoder_layers, cfg.n_heads)  # of the latents only
         self.norm = norm(d)
         self.mel_out = nn.Linear(d, n_mels)

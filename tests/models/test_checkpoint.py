@@ -187,6 +187,19 @@ def test_a_model_from_before_its_settings_existed_speaks_as_it_did(tmp_path, ver
     assert tiny().model.frame_position != "absolute" and not tiny().model.ref_self_keys
 
 
+def test_a_model_file_from_before_the_frame_kernel_setting_convolves_over_3_frames(tmp_path):
+    """Files from before ``model.frame_kernel`` have no such setting and convolved over 3 frames,
+    the setting's default; tiny now sets 5, so a tiny model file read under today's preset would
+    otherwise be another network."""
+    cfg = tiny("model.decoder=duration", "model.frame_kernel=3")
+    model = _model(cfg).eval()
+    loaded, loaded_cfg, _, _ = load_model(_as_written_before(tmp_path, model, cfg, "6", "frame_kernel"))
+    assert loaded_cfg.model.frame_kernel == 3 != tiny().model.frame_kernel
+    batch = random_batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch)["mel_post"], loaded(batch)["mel_post"])
+
+
 def test_a_model_file_keeps_its_frame_position_whatever_the_default(tmp_path):
     """Files since format 4 name theirs: one made with "local" is read as "local" and computes what
     it did."""

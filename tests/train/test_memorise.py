@@ -17,12 +17,14 @@ them (``absolute``, which said the 8 clips at 54 % WER) at least 51 (3 seeds).
 """
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from benchmarks.memorise_clips import corpus, speak_clips
+from benchmarks.teacher_forced_asr import teacher_forced
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 250
@@ -56,6 +58,19 @@ def heard(run: Path, cache_dir: Path, asr) -> tuple[list[str], list[str]]:
     return [s.text for s in sentences], [asr.transcribe(sp.wav, synth.cfg.audio.sample_rate) for sp in spoken]
 
 
+def loss_terms(run: Path, cache_dir: Path) -> dict:
+    """Every term of ``run``'s training loss on its first clip, teacher-forced in eval mode: what
+    the 8-clip record's decomposition reads (``memorise_clips.py``)."""
+    from myxtts.data.cache import Cache
+    from myxtts.evaluate.evaluation import plan
+    from myxtts.infer import Synthesizer
+
+    synth, cache = Synthesizer(run, log=lambda *_: None), Cache(cache_dir)
+    sentence = plan(cache, split="train")[0]
+    batch, out = teacher_forced(synth.model, synth.cfg, synth.text, cache, sentence)
+    return {k: float(v) for k, v in synth.model.losses(batch, out).items()}
+
+
 def test_the_default_model_says_two_real_clips_it_trained_on(tmp_path):
     from myxtts.evaluate import metrics
     from myxtts.evaluate.asr import Recognizer
@@ -76,3 +91,5 @@ def test_the_default_model_says_two_real_clips_it_trained_on(tmp_path):
         hyps += said
     wer = metrics.wer(refs, hyps)
     assert wer <= BOUND, f"two runs said their two training clips at {wer:.1%} WER: {hyps}"
+    terms = loss_terms(runs[SEEDS[0]], cache)
+    assert {"mel_l1", "duration", "speaker"} <= terms.keys() and all(map(math.isfinite, terms.values())), terms
