@@ -127,10 +127,8 @@ class ModelConfig:
                              "utterance and a position-wise feed-forward (model files before "
                              "format 4)")
     frame_kernel: int = _f(3, lo=1, hi=31, help="duration decoder with frame_position local or token: "
-                           "how many frames each layer's feed-forward convolves over (odd). tiny sets "
-                           "5: at 350 steps of the demo it said the held-out sentences better than with "
-                           "3 (benchmarks/results/2026-11-29-frame-kernel-cpu.md); the larger presets keep "
-                           "3, not measured")
+                           "how many frames each layer's feed-forward convolves over (odd; FastPitch's 3, "
+                           "FastSpeech 2's 9)")
     prenet_dim: int = _f(256, lo=8)
     prenet_dropout: float = _f(0.5, lo=0.0, hi=0.9, help="kept on at inference")
     reduction: int = _f(2, lo=1, hi=8, help="mel frames per decoder step")

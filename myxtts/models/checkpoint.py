@@ -45,7 +45,8 @@ FORMAT_VERSION = 6
 # such setting and were all "absolute" (:func:`_settings_before`). Version 5 added
 # ``model.ref_self_keys`` (default off): acoustic files before it have no such setting and
 # their resamplers' latents all attended to themselves. Version 6 added ``vocoder.magnitude_prior``
-# (default on): vocoder files before it predicted the whole log-magnitude.
+# (default on): vocoder files before it predicted the whole log-magnitude. ``model.frame_kernel``
+# came without a version: acoustic files that do not name it convolved over 3 frames.
 READABLE = {"acoustic": {"2", "3", "4", "5", "6"}, "vocoder": {"3", "4", "5", "6"}}
 KINDS = ("acoustic", "vocoder")
 
@@ -152,6 +153,8 @@ def _settings_before(version: str, kind: str, data: dict) -> dict:
     a default that changed would otherwise rebuild another network around old weights. Only
     the section that shaped the file's own weights (``model`` or ``vocoder``) is filled in."""
     v, before = int(version), {}
+    if kind == "acoustic":
+        before["frame_kernel"] = 3  # what every file without the setting holds, whatever the default
     if kind == "acoustic" and v < 4:
         before["frame_position"] = "absolute"
     if kind == "acoustic" and v < 5:

@@ -134,6 +134,17 @@ def test_a_finished_run_is_kept_and_a_higher_max_steps_extends_it(lj_cache, tmp_
     assert sorted(losses(run)) == [1, 2, 3, 4, 5]
 
 
+def test_a_tiny_run_from_before_its_5_frame_kernel_resumes_with_3_given(lj_cache, tmp_path):
+    """tiny's frame decoder convolved over 3 frames before it convolved over 5: such a run,
+    resumed with today's preset, names the setting in one line, and resumes with it given."""
+    run = tmp_path / "run"
+    assert run_train(lj_cache, run, "train.max_steps=2", "model.frame_kernel=3").returncode == 0
+    r = run_train(lj_cache, run, "train.max_steps=3")
+    assert r.returncode == 2 and "model.frame_kernel=3 (now 5)" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run_train(lj_cache, run, "train.max_steps=3", "model.frame_kernel=3")
+    assert r.returncode == 0 and sorted(losses(run)) == [1, 2, 3], r.stderr
+
+
 def test_resuming_with_another_model_setting_names_it(lj_cache, tmp_path):
     run = tmp_path / "run"
     assert run_train(lj_cache, run, "train.max_steps=2").returncode == 0
