@@ -179,6 +179,9 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
     kernels = _load(work / "kernels.json")
     if kernels is None:
         missing["kernels_ok"] = f"step corpus: {ran['corpus']['status']} (kernels.json missing)"
+    attention = _load(work / "attention.json")
+    if attention is None:
+        missing["attention"] = f"step corpus: {ran['corpus']['status']} (attention.json missing)"
     prof = _load(work / "profile.json")
     if prof is None:
         missing["profile"] = f"step profile: {ran['profile']['status']}" + (
@@ -224,6 +227,7 @@ def build(work: Path, smoke: bool = False, given_commit: str | None = None) -> d
         "runs": {k: run_figures(v) if v else None for k, v in (("cold", cold), ("warm", warm), ("eager", eager))},
         "profile": profile_figures(prof) if prof else None,
         "kernels": kernels,
+        "attention": attention,
         "raw": {"train_cold": cold, "train_warm": warm, "train_eager": eager},
     }
 
@@ -316,6 +320,7 @@ def markdown(r: dict, stem: Path) -> str:
         lines.append(f"| {label} | {' | '.join(cells)} |")
     lines += ["", "n/a: not measured here, or not applicable (an eager run compiles nothing).", ""]
     lines += profile_markdown(r["profile"], nm.get("profile"))
+    lines += attention_markdown(r["attention"], nm.get("attention"))
     lines += ["", "## Steps", "", "| step | status | s | note |", "|---|---|---:|---|"]
     for name, p in r["steps"].items():
         lines.append(f"| {name} | {p['status']} | {_v(p['seconds'])} | {(p['note'] or '').replace('|', '/')} |")
@@ -341,6 +346,39 @@ def profile_markdown(p: dict | None, why: str | None) -> list[str]:
     for t in p["top"]:
         lines.append(f"| {_v(t['pct'])} | {_v(t['total_ms'])} | {t['calls']} | "
                      f"`{str(t['name'])[:100].replace('|', '/').replace('`', '')}` |")
+    return lines
+
+
+def attention_markdown(a: dict | None, why: str | None) -> list[str]:
+    """The record's section on the attention kernels (``benchmarks/gpu_attention.py``)."""
+    lines = ["", "## Attention kernels (`benchmarks/gpu_attention.py`)", ""]
+    if a is None:
+        return lines + [f"Not measured ({why})."]
+    lines += [f"{a['device']}, {a['dtype']}, {a.get('heads')} heads of {a.get('head_dim')}, dropout "
+              f"{a.get('dropout')}: {a['status']}{' (' + a['error'] + ')' if a.get('error') else ''}. "
+              "Error: the largest of output and gradients against fp32, relative to its largest value; "
+              "ms: a forward and backward with dropout (median); graph: it replays in a CUDA graph.", "",
+              "| shape | attention | " + " | ".join(a["candidates"]) + " |",
+              "|---|---|" + "---:|" * len(a["candidates"])]
+    for res in a["results"]:
+        cells = []
+        for name in a["candidates"]:
+            c = res["candidates"][name]
+            if "agreement" not in c:
+                cells.append(f"refused: {c.get('error', '')[:80]}".replace("|", "/"))
+                continue
+            err = max(v for k, v in c["agreement"].items() if k != "ok")
+            cell = f"error {err:.2g}{'' if c['agreement']['ok'] else ' (disagrees)'}"
+            if "ms_forward_backward" in c:
+                g = c["cuda_graph"]
+                cell += f", {_v(c['ms_forward_backward'])} ms, graph {'ok' if g['ok'] else 'fails'}"
+            cells.append(cell)
+        lines.append(f"| {'x'.join(map(str, res['shape']))} | {res['attention']} | {' | '.join(cells)} |")
+    for kind, f in sorted((a.get("fastest") or {}).items()):
+        lines.append(f"\nFastest for {kind}, summed over the shapes: {f['fastest']} "
+                     f"({_v(f['speedup_over_efficient'])}x today's efficient kernel; ms {f['ms_summed_over_shapes']}).")
+    if a.get("not_run"):
+        lines += ["", f"Not run: {a['not_run']}."]
     return lines
 
 

@@ -14,9 +14,10 @@
 #   setup     machine and versions printed first; the wheels in .whl/ (scripts/gpu_wheels.sh)
 #             unpacked, what the steps import checked                          < 0.5 min
 #   corpus    the demo corpus x8 (6,400 utterances, 4.1 h) prepared, and beside it the aligner's
-#             kernel check (benchmarks/gpu_kernels.py)                          < 1.5 min
+#             kernel check (benchmarks/gpu_kernels.py), then the attention kernels compared on
+#             base's shapes (benchmarks/gpu_attention.py, at most ATTENTION_S)  < 1.5 min
 #             (prepare ran 47 audio-s/s per worker on 2 CPU cores, 2026-11-22-prepare-cpu:
-#             ~20 s with 16 workers; the kernels build in seconds)
+#             ~20 s with 16 workers; the kernel check took 16 s on the H100)
 #   cold      myxtts train with the defaults of base (the duration decoder, frame budget sized
 #             to the GPU, CUDA graphs) on an empty compile cache, TRAIN_S of training, the GPU
 #             sampled beside it (myxtts monitor)                                < 3.5 min
@@ -106,13 +107,13 @@ if [ "$SMOKE" = 1 ]; then
   COLD_SET=(data.frame_budget=1000)
   PROFILE_STEPS=4
   # estimates on 2 CPU cores, seconds: setup corpus cold warm profile record
-  EST=(10 40 60 60 40 10); COMPILE_STALL_S=120
+  EST=(10 40 60 60 40 10); COMPILE_STALL_S=120; ATTENTION_S=20
 else
   PRESET=base; CORPUS_SRC=data/demo; COPIES=8; PREP_WORKERS=$(nproc); WORKERS=8; TRAIN_S=60
   SET=(text.mode=characters)
   COLD_SET=()
   PROFILE_STEPS=10
-  EST=(30 90 210 90 60 15); COMPILE_STALL_S=240
+  EST=(30 90 210 90 60 15); COMPILE_STALL_S=240; ATTENTION_S=25
 fi
 T0=$SECONDS
 RESERVE=$((EST[5] + 10))  # the record and the archive of what the steps wrote
@@ -163,9 +164,13 @@ run_setup() {
 }
 
 run_corpus() {
-  # the kernel check runs beside prepare: it needs the GPU, prepare the CPUs
-  say "python benchmarks/gpu_kernels.py --json WORK/kernels.json --timeout-s 120"
-  "$PY" benchmarks/gpu_kernels.py --json "$WORK/kernels.json" --timeout-s 120 > "$WORK/kernels.log" 2>&1 &
+  # the kernel check, then the attention kernels' comparison, run beside prepare: they need
+  # the GPU, prepare the CPUs
+  say "python benchmarks/gpu_kernels.py --json WORK/kernels.json --timeout-s 120;" \
+    "python benchmarks/gpu_attention.py --config $PRESET --json WORK/attention.json --timeout-s $ATTENTION_S"
+  { "$PY" benchmarks/gpu_kernels.py --json "$WORK/kernels.json" --timeout-s 120 > "$WORK/kernels.log" 2>&1
+    "$PY" benchmarks/gpu_attention.py --config "$PRESET" --json "$WORK/attention.json" \
+      --timeout-s "$ATTENTION_S" > "$WORK/attention.log" 2>&1; } &
   local kernels=$!
   say "python benchmarks/replicate_corpus.py $CORPUS_SRC WORK/corpus --copies $COPIES"
   "$PY" benchmarks/replicate_corpus.py "$CORPUS_SRC" "$WORK/corpus" --copies "$COPIES" || return 1
@@ -175,6 +180,8 @@ run_corpus() {
   tail -2 "$WORK/prepare.log"
   wait "$kernels"
   cp "$WORK/kernels.json" "$OUT/kernels.json" 2>/dev/null
+  "$PY" -c 'import json, sys; a = json.load(open(sys.argv[1])); print("attention kernels:", a["status"], "| fastest:",
+json.dumps(a["fastest"]) if a["fastest"] else "not timed")' "$WORK/attention.json" 2>/dev/null
   if "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' \
       "$WORK/kernels.json" 2>/dev/null; then
     echo "kernel check: passed"

@@ -45,6 +45,10 @@ def test_every_step_runs_and_the_record_has_every_figure_or_why_not(smoke):
     assert [k for k, v in r["steps"].items() if v["status"] == "done"] == list(STEPS), r["steps"]
 
     assert r["kernels_ok"] is True and r["kernels"]["interpreted"] and r["decoder"].startswith("duration")
+    # the attention kernels beside it: on a CPU only the exact comparisons, the CUDA ones named as not run
+    att = r["attention"]
+    assert att["ok"] and att["candidates"] == ["default", "flash_folded"] and "need a CUDA GPU" in att["not_run"]
+    assert "## Attention kernels" in (out / "record.md").read_text()
     # what a CPU cannot measure: null, and the reason
     assert r["gpu_util_mean_pct"] is None and r["not_measured"]["gpu_util_mean_pct"].startswith("no GPU")
     assert r["mfu_pct"] is None and r["not_measured"]["mfu_pct"]
