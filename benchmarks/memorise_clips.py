@@ -16,8 +16,8 @@ alone and asks the recogniser what it says, decomposed so a failure points at it
         [--json FILE] [KEY=VALUE ...]
 
 KEY=VALUE settings go to ``myxtts train`` after the defaults below (``--config tiny``, the
-issue's ``train.max_steps=6800`` schedule cut by ``train.time_budget_s``). An existing
-DIR/run is scored as it is (``--score-only``) or resumed by the trainer.
+2026-11-26 sampler record's ``train.max_steps=6800`` schedule cut by ``train.time_budget_s``).
+An existing DIR/run is scored as it is (``--score-only``) or resumed by the trainer.
 """
 from __future__ import annotations
 

@@ -90,3 +90,23 @@ def test_every_preset_defaults_to_the_decoder_that_speaks_on_phonemes():
     for name in [None, *presets]:
         cfg = C.load(name, [])
         assert (cfg.model.decoder, cfg.text.mode) == ("duration", "phonemes"), name
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small", "base", "xtts"])
+def test_each_preset_header_states_its_parameter_counts(preset):
+    """The first lines of a preset say how large each decoder makes it; they say what the models
+    built from it hold (on the meta device: no memory)."""
+    import re
+    from pathlib import Path
+
+    import torch
+
+    from myxtts.models.checkpoint import build_model
+
+    head = " ".join((Path(C.__file__).parent.parent / "configs" / f"{preset}.yaml").read_text().splitlines()[:2])
+    said = re.search(r"([\d.]+) M parameters with the autoregressive decoder, ([\d.]+) M with the duration", head)
+    assert said, head
+    for count, decoder in zip(said.groups(), ("autoregressive", "duration")):
+        with torch.device("meta"):
+            model = build_model("acoustic", C.load(preset, [f"model.decoder={decoder}"]), 100)
+        assert round(sum(p.numel() for p in model.parameters()) / 1e6, 2 if preset == "tiny" else 1) == float(count)
