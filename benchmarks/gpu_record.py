@@ -354,29 +354,43 @@ def attention_markdown(a: dict | None, why: str | None) -> list[str]:
     lines = ["", "## Attention kernels (`benchmarks/gpu_attention.py`)", ""]
     if a is None:
         return lines + [f"Not measured ({why})."]
+    why_stopped = f" ({' '.join(a['error'].split())})" if a.get("error") else ""
     lines += [f"{a['device']}, {a['dtype']}, {a.get('heads')} heads of {a.get('head_dim')}, dropout "
-              f"{a.get('dropout')}: {a['status']}{' (' + a['error'] + ')' if a.get('error') else ''}. "
+              f"{a.get('dropout')}: {a['status']}{why_stopped}. "
               "Error: the largest of output and gradients against fp32, relative to its largest value; "
               "ms: a forward and backward with dropout (median); graph: it replays in a CUDA graph.", "",
               "| shape | attention | " + " | ".join(a["candidates"]) + " |",
               "|---|---|" + "---:|" * len(a["candidates"])]
+
+    def short(text: str) -> str:
+        return " ".join(text.split())[:80].replace("|", "/")
+
     for res in a["results"]:
         cells = []
         for name in a["candidates"]:
-            c = res["candidates"][name]
+            c = (res.get("candidates") or {}).get(name)
+            if c is None:
+                cells.append(f"not run: {short(res.get('error', ''))}")
+                continue
             if "agreement" not in c:
-                cells.append(f"refused: {c.get('error', '')[:80]}".replace("|", "/"))
+                cells.append(f"refused: {short(c.get('error', ''))}")
                 continue
             err = max(v for k, v in c["agreement"].items() if k != "ok")
             cell = f"error {err:.2g}{'' if c['agreement']['ok'] else ' (disagrees)'}"
             if "ms_forward_backward" in c:
+                cell += f", {_v(c['ms_forward_backward'])} ms"
+            if "cuda_graph" in c:
                 g = c["cuda_graph"]
-                cell += f", {_v(c['ms_forward_backward'])} ms, graph {'ok' if g['ok'] else 'fails'}"
+                cell += f", graph {'ok' if g['ok'] else 'fails: ' + short(g.get('error', 'not finite'))}"
+            if c.get("error"):
+                cell += f", {short(c['error'])}"
             cells.append(cell)
         lines.append(f"| {'x'.join(map(str, res['shape']))} | {res['attention']} | {' | '.join(cells)} |")
     for kind, f in sorted((a.get("fastest") or {}).items()):
-        lines.append(f"\nFastest for {kind}, summed over the shapes: {f['fastest']} "
-                     f"({_v(f['speedup_over_efficient'])}x today's efficient kernel; ms {f['ms_summed_over_shapes']}).")
+        against = (f"{_v(f['speedup_over_efficient'])}x today's efficient kernel" if f["speedup_over_efficient"]
+                   else "today's efficient kernel did not qualify")
+        lines.append(f"\nFastest for {kind}, summed over the shapes: {f['fastest']} ({against}; "
+                     f"ms {f['ms_summed_over_shapes']}).")
     if a.get("not_run"):
         lines += ["", f"Not run: {a['not_run']}."]
     return lines

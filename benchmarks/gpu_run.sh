@@ -17,7 +17,8 @@
 #             kernel check (benchmarks/gpu_kernels.py), then the attention kernels compared on
 #             base's shapes (benchmarks/gpu_attention.py, at most ATTENTION_S)  < 1.5 min
 #             (prepare ran 47 audio-s/s per worker on 2 CPU cores, 2026-11-22-prepare-cpu:
-#             ~20 s with 16 workers; the kernel check took 16 s on the H100)
+#             ~20 s with 16 workers; the kernel check took 16 s on the H100 and outlasted
+#             prepare, so the attention comparison adds up to ATTENTION_S to this step)
 #   cold      myxtts train with the defaults of base (the duration decoder, frame budget sized
 #             to the GPU, CUDA graphs) on an empty compile cache, TRAIN_S of training, the GPU
 #             sampled beside it (myxtts monitor)                                < 3.5 min
@@ -169,19 +170,22 @@ run_corpus() {
   say "python benchmarks/gpu_kernels.py --json WORK/kernels.json --timeout-s 120;" \
     "python benchmarks/gpu_attention.py --config $PRESET --json WORK/attention.json --timeout-s $ATTENTION_S"
   { "$PY" benchmarks/gpu_kernels.py --json "$WORK/kernels.json" --timeout-s 120 > "$WORK/kernels.log" 2>&1
-    "$PY" benchmarks/gpu_attention.py --config "$PRESET" --json "$WORK/attention.json" \
-      --timeout-s "$ATTENTION_S" > "$WORK/attention.log" 2>&1; } &
+    timeout -k 5 $((ATTENTION_S + 10)) "$PY" benchmarks/gpu_attention.py --config "$PRESET" \
+      --json "$WORK/attention.json" --timeout-s "$ATTENTION_S" > "$WORK/attention.log" 2>&1; } &
   local kernels=$!
+  # a failed prepare returns at once: the GPU checks beside it stop with it
+  stop_checks() { pkill -P "$kernels" 2> /dev/null; kill "$kernels" 2> /dev/null; return 1; }
   say "python benchmarks/replicate_corpus.py $CORPUS_SRC WORK/corpus --copies $COPIES"
-  "$PY" benchmarks/replicate_corpus.py "$CORPUS_SRC" "$WORK/corpus" --copies "$COPIES" || return 1
+  "$PY" benchmarks/replicate_corpus.py "$CORPUS_SRC" "$WORK/corpus" --copies "$COPIES" || { stop_checks; return 1; }
   say "myxtts prepare WORK/corpus --out WORK/cache --workers $PREP_WORKERS --config $PRESET ${SET[*]}"
   "$PY" -m myxtts prepare "$WORK/corpus" --out "$WORK/cache" --workers "$PREP_WORKERS" --config "$PRESET" \
-    "${SET[@]}" > "$WORK/prepare.log" 2>&1 || { tail -20 "$WORK/prepare.log"; return 1; }
+    "${SET[@]}" > "$WORK/prepare.log" 2>&1 || { tail -20 "$WORK/prepare.log"; stop_checks; return 1; }
   tail -2 "$WORK/prepare.log"
   wait "$kernels"
   cp "$WORK/kernels.json" "$OUT/kernels.json" 2>/dev/null
   "$PY" -c 'import json, sys; a = json.load(open(sys.argv[1])); print("attention kernels:", a["status"], "| fastest:",
-json.dumps(a["fastest"]) if a["fastest"] else "not timed")' "$WORK/attention.json" 2>/dev/null
+json.dumps(a["fastest"]) if a["fastest"] else "not timed")' "$WORK/attention.json" 2>/dev/null \
+    || echo "attention kernels: no report ($(tail -c 200 "$WORK/attention.log" 2>/dev/null | tr '\n' ' '))"
   if "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' \
       "$WORK/kernels.json" 2>/dev/null; then
     echo "kernel check: passed"

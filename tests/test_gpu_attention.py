@@ -31,7 +31,7 @@ def test_the_folded_bias_agrees_with_the_masked_attention(tmp_path):
     assert report["status"] == "done" and report["ok"], report
     assert set(agreement(report).values()) == {True} and len(agreement(report)) == 8
     for r in report["results"]:  # padded keys were there to mask
-        assert r["k"][2] > 0 and r["candidates"]["flash_folded"]["agreement"]["out"] < 1e-5
+        assert r["padded_keys"] > 0 and r["candidates"]["flash_folded"]["agreement"]["out"] < 1e-5
     assert report["fastest"] == {} and "CUDA" in report["not_run"]  # no timings on a CPU
 
 
@@ -41,6 +41,22 @@ def test_a_fold_without_its_bias_disagrees(tmp_path, monkeypatch):
     assert not report["ok"]
     assert not agreement(report)[((3, 7, 12), "frames", "flash_folded")]
     assert agreement(report)[((3, 7, 12), "frames", "default")]
+
+
+def test_its_timeout_stops_it_with_what_ran_and_blames_no_kernel(tmp_path, monkeypatch):
+    import time
+
+    measured = gpu_attention.agreement
+
+    def slow(name, *args):
+        time.sleep(0.7)  # long enough that the second shape's candidates run out of time
+        return measured(name, *args)
+
+    monkeypatch.setattr(gpu_attention, "agreement", slow)
+    report = run(tmp_path, "--shapes", "3,7,12;2,5,20", "--timeout-s", "2")
+    assert report["status"] == "timed out" and not report["ok"] and "stopped after" in report["error"]
+    ran = [c for r in report["results"] for c in r.get("candidates", {}).values()]
+    assert ran and all("agreement" in c for c in ran)  # none taken for a refusal
 
 
 def test_the_fastest_candidate_is_one_that_agreed_and_replayed():

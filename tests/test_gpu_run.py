@@ -137,3 +137,34 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     md = gpu_record.markdown(r, tmp_path / "h100-2026-11-26-after")
     assert "| warm | skipped | 0 | its estimate (90 s) did not fit |" in md
     assert "Top 10 kernels by GPU time:" in md and "| backward | 51.7 | 56.8 |" in md
+
+
+def test_the_record_says_what_each_attention_kernel_did():
+    """The record's attention table on a report of the shape a GPU writes: a kernel that agreed,
+    one refused, one that agreed but failed with dropout and in a graph, a shape whose reference
+    did not run; and a report that never came."""
+    spec = importlib.util.spec_from_file_location("gpu_record", ROOT / "benchmarks" / "gpu_record.py")
+    gpu_record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_record)
+    agreed = {"out": 0.004, "dq": 0.009, "dk": 0.006, "dv": 0.003, "ok": True}
+    report = {"device": "NVIDIA H200", "dtype": "bfloat16", "heads": 10, "head_dim": 64, "dropout": 0.1,
+              "status": "done", "candidates": ["efficient", "cudnn", "flash_folded"], "results": [
+                  {"shape": [208, 48, 128], "attention": "frames", "candidates": {
+                      "efficient": {"agreement": agreed, "ms_forward_backward": 1.5, "cuda_graph": {"ok": True},
+                                    "ok": True},
+                      "cudnn": {"ok": False, "error": "RuntimeError: No available kernel.\nAborting execution."},
+                      "flash_folded": {"agreement": agreed, "error": "with dropout 0.1: RuntimeError: | bad",
+                                       "cuda_graph": {"ok": False, "error": "RuntimeError: capture\nfailed"},
+                                       "ok": False}}},
+                  {"shape": [62, 160, 624], "attention": "frames", "error": "reference: OutOfMemoryError: CUDA"}],
+              "fastest": {"frames": {"ms_summed_over_shapes": {"efficient": 1.5}, "fastest": "efficient",
+                                     "speedup_over_efficient": 1.0}}}
+    md = "\n".join(gpu_record.attention_markdown(report, None))
+    rows = [line for line in md.splitlines() if line.startswith("| 208x48x128") or line.startswith("| 62x160x624")]
+    assert len(rows) == 2 and all(r.count("|") == 6 for r in rows), rows  # no cell breaks the table
+    assert "error 0.009, 1.5 ms, graph ok" in rows[0]
+    assert "refused: RuntimeError: No available kernel. Aborting execution." in rows[0]
+    assert "graph fails: RuntimeError: capture failed, with dropout 0.1: RuntimeError: / bad" in rows[0]
+    assert rows[1].count("not run: reference: OutOfMemoryError: CUDA") == 3
+    assert "Fastest for frames, summed over the shapes: efficient (1x today's efficient kernel" in md
+    assert gpu_record.attention_markdown(None, "step corpus: skipped")[-1] == "Not measured (step corpus: skipped)."
