@@ -56,7 +56,13 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
         try:
-            return _train(cfg, run, loop, last, out, log, evaluate, init)
+            summary = _train(cfg, run, loop, last, out, log, evaluate, init)
+            # Every rank leaves the group together, after rank 0 has written the summary: a
+            # rank that tore its gloo group down while rank 0 still wrote aborted once at exit
+            # ("terminate called without an active exception", two CPU processes, a loaded
+            # machine). An exception skips this wait: torchrun then stops the other ranks.
+            D.barrier(info)
+            return summary
         finally:
             run.close()
     finally:
