@@ -109,11 +109,12 @@ CANDIDATES = {  # name: (backend or None for SDPA's own choice, folded)
     "cudnn": (SDPBackend.CUDNN_ATTENTION, False),
     "flash_folded": (SDPBackend.FLASH_ATTENTION, True),
     "default": (None, False),
+    "math": (SDPBackend.MATH, False),  # the reference, in fp32
 }
 
 
 def attend(name: str, c: dict, p: float, q=None, k=None, v=None):
-    backend, fold = CANDIDATES[name] if name != "math" else (SDPBackend.MATH, False)
+    backend, fold = CANDIDATES[name]
     q, k, v = (c["q"], c["k"], c["v"]) if q is None else (q, k, v)
     with sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext():
         if fold:
