@@ -18,10 +18,11 @@ each reports inductor's and AOTAutograd's cache hits to show it.
 
 Each measurement then runs every shape once more and counts the graphs compiled (must be 0).
 That second pass is timed too (``step_s``): the first pass ran each step as well as compiling
-it, and on a CPU a step of ``base`` is a large part of that first pass, so
-``compile_only_s`` (the first pass less the second) is the compile alone, and ``phases_s`` has
-dynamo's own timers for its phases (tracing, AOTAutograd, inductor forward and backward, and
-the wait for the C++ or Triton compilers; ``all`` is their sum as dynamo times it).
+it, and on a CPU a step of ``base`` is a large part of that first pass, so ``compile_only_s``
+(the first pass less the second) is the compile with what else a shape's first run costs, and
+``phases_s`` has dynamo's own timers: ``all``, the whole compile, and within it tracing,
+AOTAutograd, inductor's forward and backward and, inside those, the wait for the C++ or Triton
+compilers (timed only where inductor compiles in more than one worker).
 Without ``--data`` the test fixture corpus (8 LJSpeech clips, each linked 20 times by
 ``replicate_corpus.py`` so that 4 buckets are worth planning) is prepared into a temporary
 folder. The load average is recorded before each measurement: compile time is CPU-bound, and on
@@ -69,6 +70,7 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     from myxtts.train.batches import BucketBatches
     from myxtts.train.build import build_run
     from myxtts.train.compile import CompileTally, compile_shapes, compiled_graphs
+    from myxtts.train.precision import sync
 
     cfg = load(preset, [f"data.max_buckets={shapes}", "data.num_workers=0", f"train.compile={mode}"])
     run = build_run(cfg, data, with_batches=False)
@@ -85,6 +87,7 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
             batch = bb.device_batch(plan).tensors
             t = time.perf_counter()
             run.step_fn.compile_shape(batch)
+            sync(run.device)
             step_s.append(time.perf_counter() - t)
     from torch._dynamo.utils import counters
 
@@ -108,7 +111,8 @@ PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing",
 
 def _phases() -> dict:
     """Seconds of each compile phase in this process (``PHASES``); ``compilers_wait`` is the
-    time the compiling process waited for the C++ (on a GPU, Triton) compilers it started."""
+    time the compiling process waited for the C++ (on a GPU, Triton) compilers it started, which
+    torch times only when it compiles in more than one worker."""
     try:
         from torch._dynamo.utils import compilation_time_metrics as timed
     except ImportError:
@@ -181,7 +185,10 @@ def main() -> None:
                               "warm_all_over_cold_all": ("warm_all_shapes", "cold_all_shapes"),
                               "warm_one_over_cold_one": ("warm_one_shape", "cold_one_shape")}.items():
         if num in res and den in res:
-            res[ratio] = round(res[num]["compile_s"] / res[den]["compile_s"], 3)
+            # compile_s has the steps in it (on a CPU, much of a warm start), compile_only_s not
+            for key, name in (("compile_s", ratio), ("compile_only_s", ratio + "_compile_only")):
+                if res[den][key] > 0:
+                    res[name] = round(res[num][key] / res[den][key], 3)
     text = json.dumps(res, indent=2)
     if a.json:
         Path(a.json).write_text(text + "\n")
