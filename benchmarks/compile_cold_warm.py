@@ -20,9 +20,7 @@ Each measurement then runs every shape once more and counts the graphs compiled 
 That second pass is timed too (``step_s``): the first pass ran each step as well as compiling
 it, and on a CPU a step of ``base`` is a large part of that first pass, so ``compile_only_s``
 (the first pass less the second) is the compile with what else a shape's first run costs, and
-``phases_s`` has dynamo's own timers: ``all``, the whole compile, and within it tracing,
-AOTAutograd, inductor's forward and backward and, inside those, the wait for the C++ or Triton
-compilers (timed only where inductor compiles in more than one worker).
+``phases_s`` has dynamo's own timers for the compile's phases (``train.compile.COMPILE_PHASES``).
 Without ``--data`` the test fixture corpus (8 LJSpeech clips, each linked 20 times by
 ``replicate_corpus.py`` so that 4 buckets are worth planning) is prepared into a temporary
 folder. The load average is recorded before each measurement: compile time is CPU-bound, and on
@@ -79,7 +77,6 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     seconds = sum(per_shape)
     did = tally.read()
     graphs, hits, misses = compiled_graphs(), did["compile_cache_hits"], did["compile_cache_misses"]
-    phases = _phases()
     bb = BucketBatches(run.cache, run.cfg, run.device)
     step_s = []
     with torch.random.fork_rng(devices=[]):
@@ -94,30 +91,11 @@ def measure(data: str, preset: str, shapes: int, mode: str) -> dict:
     return {"shapes": [list(s) for s in run.shapes], "compile_s": round(seconds, 1),
             "per_shape_s": [round(s, 1) for s in per_shape],
             "step_s": round(sum(step_s), 1), "compile_only_s": round(seconds - sum(step_s), 1),
-            "phases_s": phases,
+            "phases_s": did["phases_s"],
             "graphs_compiled": graphs, "recompiles_after_warm_up": compiled_graphs() - graphs,
             "fxgraph_cache_hits": hits, "fxgraph_cache_misses": misses,
             "aot_autograd_cache_hits": int(counters["aot_autograd"]["autograd_cache_hit"]),
             "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
-
-
-# dynamo's timers for the phases of a compile, as torch 2.13 names them (a private table;
-# a phase this torch does not time is left out).
-PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing",
-          "aot_metadata": "aot_collect_metadata", "aot_joint_graph": "aot_trace_joint_graph",
-          "inductor_forward": "compile_fx.<locals>.fw_compiler_base",
-          "inductor_backward": "compile_fx.<locals>.bw_compiler", "compilers_wait": "async_compile.wait"}
-
-
-def _phases() -> dict:
-    """Seconds of each compile phase in this process (``PHASES``); ``compilers_wait`` is the
-    time the compiling process waited for the C++ (on a GPU, Triton) compilers it started, which
-    torch times only when it compiles in more than one worker."""
-    try:
-        from torch._dynamo.utils import compilation_time_metrics as timed
-    except ImportError:
-        return {}
-    return {name: round(sum(timed[key]), 1) for name, key in PHASES.items() if key in timed}
 
 
 def _child(data: str, preset: str, shapes: int, cache: Path, mode: str) -> dict:

@@ -52,6 +52,8 @@ def run_figures(s: dict) -> dict:
             "stopped": s.get("stopped"), "compile_s": s.get("compile_s"),
             "steps_eager": s.get("steps_eager"), "compile_beside_s": s.get("compile_beside_s"),
             "compile_s_by_shape": s.get("compile_s_by_shape"), "graphs_compiled": s.get("graphs_compiled"),
+            # dynamo's phase timers, from the process that compiled (the compiler beside the run)
+            "compile_phases_s": s.get("compile_phases_s") or (s.get("compile_beside") or {}).get("phases_s"),
             "compile_cache_hits": s.get("compile_cache_hits"), "compile_cache_misses": s.get("compile_cache_misses"),
             "compile_artifacts_loaded": s.get("compile_artifacts_loaded"),
             "compile_artifacts_saved_bytes": s.get("compile_artifacts_saved_bytes"),
@@ -284,6 +286,7 @@ def markdown(r: dict, stem: Path) -> str:
         lines.append(f"| ... from process start s, {k} | {fig('time_to_full_speed_from_process_start_s', k)} |")
     rows = [("steps", "steps"), ("compile", "compile"), ("precision", "precision"), ("batch shapes", "shapes"),
             ("frame budget", "frame_budget"), ("compile s", "compile_s"), ("compile s by shape", "compile_s_by_shape"),
+            ("compile phases s (dynamo's timers)", "phases"),
             ("graphs compiled before step 1", "graphs_compiled"), ("compile cache hits / misses", None),
             ("compiled kernels loaded from the run", "compile_artifacts_loaded"),
             ("CUDA graphs skipped / recorded", "cudagraphs"),
@@ -313,6 +316,9 @@ def markdown(r: dict, stem: Path) -> str:
                 cells.append(f"{_v(run['compile_cache_hits'])} / {_v(run['compile_cache_misses'])}")
             elif key == "cudagraphs":
                 cells.append(f"{_v(run['cudagraph_skips'])} / {_v(run['cudagraph_recordings'])}")
+            elif key == "phases":
+                phases = run["compile_phases_s"] or {}
+                cells.append("; ".join(f"{k} {_v(v)}" for k, v in phases.items()) or "n/a")
             elif key == "clocks":
                 cells.append(f"{_v(run['sm_clock_mean_mhz'])} / {_v(run['sm_clock_max_mhz'])}")
             else:

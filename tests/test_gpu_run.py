@@ -115,7 +115,9 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     spec.loader.exec_module(gpu_record)
     h100 = ROOT / "tests" / "fixtures" / "h100-2026-11-23"
     (tmp_path / "runs" / "cold").mkdir(parents=True)
-    shutil.copy(h100 / "eager-base-summary.json", tmp_path / "runs" / "cold" / "summary.json")
+    summary = json.loads((h100 / "eager-base-summary.json").read_text())
+    summary["compile_beside"] = {"phases_s": {"all": 80.5, "dynamo": 6.1}}  # as the compiler reports them
+    (tmp_path / "runs" / "cold" / "summary.json").write_text(json.dumps(summary))
     shutil.copy(h100 / "profile_eager_base.json", tmp_path / "profile.json")
     (tmp_path / "steps.tsv").write_text("setup\tdone\t20\t\ncorpus\tdone\t70\t\ncold\tdone\t200\t\n"
                                         "warm\tskipped\t0\tits estimate (90 s) did not fit\nprofile\tdone\t80\t\n")
@@ -137,6 +139,7 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     md = gpu_record.markdown(r, tmp_path / "h100-2026-11-26-after")
     assert "| warm | skipped | 0 | its estimate (90 s) did not fit |" in md
     assert "Top 10 kernels by GPU time:" in md and "| backward | 51.7 | 56.8 |" in md
+    assert "| compile phases s (dynamo's timers) | all 80.5; dynamo 6.1 | not run |" in md
 
 
 def test_the_record_says_what_each_attention_kernel_did():

@@ -266,6 +266,26 @@ def load_artifacts(path: Path) -> str | None:
     return f"compiled kernels loaded from {path} ({path.stat().st_size / 2**20:.1f} MiB)"
 
 
+# dynamo's timers for the phases of a compile, as torch 2.13 names them: ``all`` is the whole
+# compile, and within it tracing, AOTAutograd's two passes, inductor's forward and backward
+# and, inside those, the wait for the C++ or Triton compilers it started (timed only where it
+# compiles in more than one worker).
+COMPILE_PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing",
+                  "aot_metadata": "aot_collect_metadata", "aot_joint_graph": "aot_trace_joint_graph",
+                  "inductor_forward": "compile_fx.<locals>.fw_compiler_base",
+                  "inductor_backward": "compile_fx.<locals>.bw_compiler", "compilers_wait": "async_compile.wait"}
+
+
+def _phase_seconds() -> dict[str, float]:
+    """Seconds of each of ``COMPILE_PHASES`` in this process so far (a private table: none where
+    this torch lacks it; a phase it does not time is left out)."""
+    try:
+        timed = lookup("torch._dynamo.utils:compilation_time_metrics")
+    except (AttributeError, ImportError):
+        return {}
+    return {name: sum(timed[key]) for name, key in COMPILE_PHASES.items() if key in timed}
+
+
 def _compile_counts() -> tuple[int, int, int]:
     """(graphs compiled, compiled-graph cache hits, misses) in this process so far."""
     c = _counters()["inductor"]
@@ -274,15 +294,17 @@ def _compile_counts() -> tuple[int, int, int]:
 
 class CompileTally:
     """What a stretch of compiling did, counted from its construction: ``read()`` gives the
-    graphs compiled, the compile cache's hits and misses, and the seconds since."""
+    graphs compiled, the compile cache's hits and misses, the seconds of each compile phase
+    (``phases_s``, ``COMPILE_PHASES``) and the seconds since."""
 
     def __init__(self):
-        self._counts, self._t = _compile_counts(), time.perf_counter()
+        self._counts, self._phases, self._t = _compile_counts(), _phase_seconds(), time.perf_counter()
 
     def read(self) -> dict:
         graphs, hits, misses = (a - b for a, b in zip(_compile_counts(), self._counts))
+        phases = {k: round(v - self._phases.get(k, 0.0), 1) for k, v in _phase_seconds().items()}
         return {"graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses,
-                "seconds": time.perf_counter() - self._t}
+                "phases_s": phases, "seconds": time.perf_counter() - self._t}
 
 
 def compile_shapes(run, progress=None, batches=None) -> list[float]:

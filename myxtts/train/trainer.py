@@ -233,6 +233,7 @@ def _compile_up_front(run: Run, log, out: Path) -> dict:
                 "(TORCH_LOGS=recompiles says which); every such shape costs a compile")
     saved = save_artifacts(RunDir(out).compiled) if misses and run.info.is_main else None
     return {"compile_s": seconds, "compile_s_by_shape": [round(s, 3) for s in by_shape],
+            "compile_phases_s": did["phases_s"],
             "graphs_compiled": graphs, "compile_cache_hits": hits, "compile_cache_misses": misses,
             "compile_artifacts_loaded": bool(loaded and "not loaded" not in loaded),
             "compile_artifacts_saved_bytes": saved}

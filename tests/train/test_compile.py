@@ -77,7 +77,8 @@ f(torch.arange(8.0))
 saved = save_artifacts(artifacts) if artifacts and not loaded else None
 did = tally.read()
 print(json.dumps({"folder": str(folder), "loaded": loaded, "saved": saved,
-                  "hits_misses": [did["compile_cache_hits"], did["compile_cache_misses"]]}))
+                  "hits_misses": [did["compile_cache_hits"], did["compile_cache_misses"]],
+                  "phases": did["phases_s"]}))
 """
 
 
@@ -105,6 +106,7 @@ def test_the_compile_cache_lands_in_the_chosen_folder_and_a_second_process_loads
     tmp, first = first_compile
     hits, misses = first["hits_misses"]
     assert first["folder"] == str(tmp / "machine-a" / "inductor") and misses >= 1 and hits == 0
+    assert first["phases"]["all"] > 0 and "dynamo" in first["phases"], first  # dynamo's timers, read
     assert any((tmp / "machine-a" / "inductor").rglob("*")), "nothing was written to the chosen folder"
     second = _compile_once(tmp, "machine-a")  # the same folder, and no file of artifacts
     hits, misses = second["hits_misses"]
@@ -334,6 +336,19 @@ def test_a_torch_without_a_private_name_still_trains_compiled_and_says_so(name, 
     mine = [note for note in out["notes"] if name in note]
     assert len(out["notes"]) == len(LACKING) + 1 and len(mine) == 1, out
     assert torch.__version__ in mine[0], out
+
+
+def test_a_torch_without_dynamos_timers_tallies_no_phases(monkeypatch):
+    real = C.lookup
+
+    def lookup(name):
+        if name == "torch._dynamo.utils:compilation_time_metrics":
+            raise AttributeError(name)
+        return real(name)
+
+    monkeypatch.setattr(C, "lookup", lookup)
+    did = C.CompileTally().read()
+    assert did["phases_s"] == {} and did["graphs_compiled"] == 0
 
 
 def test_the_aligner_on_the_host_compiles_without_cuda_graphs():

@@ -71,6 +71,7 @@ def test_the_run_steps_eagerly_while_the_step_compiles_then_compiled(lj_cache, t
     compiler = summary["compile_beside"]
     assert summary["graphs_compiled"] == 1  # the compiler's: from the machine's cache, or anew
     assert compiler["compile_cache_hits"] + compiler["compile_cache_misses"] >= 1
+    assert compiler["phases_s"]["all"] > 0  # dynamo's timers, in the process that compiled
     assert compiler["switch_cache_misses"] == 0  # the run's: all loaded, nothing compiled anew
     assert (tmp_path / "compiled.bin").stat().st_size == summary["compile_artifacts_saved_bytes"]
     assert any("2 steps ran eagerly" in line for line in said.lines), said.lines
