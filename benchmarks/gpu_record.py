@@ -286,7 +286,7 @@ def markdown(r: dict, stem: Path) -> str:
         lines.append(f"| ... from process start s, {k} | {fig('time_to_full_speed_from_process_start_s', k)} |")
     rows = [("steps", "steps"), ("compile", "compile"), ("precision", "precision"), ("batch shapes", "shapes"),
             ("frame budget", "frame_budget"), ("compile s", "compile_s"), ("compile s by shape", "compile_s_by_shape"),
-            ("compile phases s (dynamo's timers)", "phases"),
+            ("compile phases s (dynamo's timers, in the process that compiled)", "phases"),
             ("graphs compiled before step 1", "graphs_compiled"), ("compile cache hits / misses", None),
             ("compiled kernels loaded from the run", "compile_artifacts_loaded"),
             ("CUDA graphs skipped / recorded", "cudagraphs"),
@@ -318,7 +318,7 @@ def markdown(r: dict, stem: Path) -> str:
                 cells.append(f"{_v(run['cudagraph_skips'])} / {_v(run['cudagraph_recordings'])}")
             elif key == "phases":
                 phases = run["compile_phases_s"] or {}
-                cells.append("; ".join(f"{k} {_v(v)}" for k, v in phases.items()) or "n/a")
+                cells.append("; ".join(f"{name} {_v(v)}" for name, v in phases.items()) or "n/a")
             elif key == "clocks":
                 cells.append(f"{_v(run['sm_clock_mean_mhz'])} / {_v(run['sm_clock_max_mhz'])}")
             else:

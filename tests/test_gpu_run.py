@@ -139,7 +139,9 @@ def test_the_record_reads_a_gpu_runs_summaries(tmp_path):
     md = gpu_record.markdown(r, tmp_path / "h100-2026-11-26-after")
     assert "| warm | skipped | 0 | its estimate (90 s) did not fit |" in md
     assert "Top 10 kernels by GPU time:" in md and "| backward | 51.7 | 56.8 |" in md
-    assert "| compile phases s (dynamo's timers) | all 80.5; dynamo 6.1 | not run |" in md
+    assert "| compile phases s (dynamo's timers, in the process that compiled) | all 80.5; dynamo 6.1 | not run |" in md
+    # a run that compiled up front has them in its own summary
+    assert gpu_record.run_figures({"compile_phases_s": {"all": 3.5}})["compile_phases_s"] == {"all": 3.5}
 
 
 def test_the_record_says_what_each_attention_kernel_did():

@@ -268,7 +268,8 @@ def load_artifacts(path: Path) -> str | None:
 
 # dynamo's timers for the phases of a compile, as torch 2.13 names them: ``all`` is the whole
 # compile, and within it tracing, AOTAutograd's two passes, inductor's forward and backward
-# and, inside those, the wait for the C++ or Triton compilers it started (timed only where it
+# (the backward outside ``all`` where AOTAutograd lowers it at the first backward) and,
+# inside those, the wait for the C++ or Triton compilers it started (timed only where it
 # compiles in more than one worker).
 COMPILE_PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing",
                   "aot_metadata": "aot_collect_metadata", "aot_joint_graph": "aot_trace_joint_graph",
@@ -295,7 +296,8 @@ def _compile_counts() -> tuple[int, int, int]:
 class CompileTally:
     """What a stretch of compiling did, counted from its construction: ``read()`` gives the
     graphs compiled, the compile cache's hits and misses, the seconds of each compile phase
-    (``phases_s``, ``COMPILE_PHASES``) and the seconds since."""
+    (``phases_s``, ``COMPILE_PHASES``; ``torch._dynamo.reset()`` clears those timers, so a
+    stretch across one reads no phases worth having) and the seconds since."""
 
     def __init__(self):
         self._counts, self._phases, self._t = _compile_counts(), _phase_seconds(), time.perf_counter()

@@ -14,6 +14,7 @@ from myxtts.errors import UserError
 from myxtts.train import compile as C
 from myxtts.train.build import build_run
 from myxtts.train.symbolic import HOOKS, missing
+from myxtts.train.trainer import _compile_up_front
 
 from .conftest import FAST
 
@@ -121,10 +122,11 @@ def _restarts() -> int:
 
 
 @pytest.fixture(scope="module")
-def compiled_up_front(lj_cache) -> dict:
-    """The step compiled for every shape before training (``compile_shapes``), with aot_eager
-    behind a backend that notes inductor's mix-order reduction setting when the step is handed
-    to it, and what compiling changed: both tests below read this one compile."""
+def compiled_up_front(lj_cache, tmp_path_factory) -> dict:
+    """The step compiled for every shape before training, as the trainer does it (``compile_shapes``
+    through ``trainer._compile_up_front``), with aot_eager behind a backend that notes inductor's
+    mix-order reduction setting when the step is handed to it, and what compiling changed: the
+    tests below read this one compile."""
     import torch._inductor.config as icfg
 
     aot_eager = torch._dynamo.lookup_backend("aot_eager")
@@ -138,20 +140,31 @@ def compiled_up_front(lj_cache) -> dict:
     before = {k: v.clone() for k, v in run.model.state_dict().items()}
     rng = torch.get_rng_state()
     seen = []
+
+    class Log:  # what the trainer tells the user while it compiles
+        def say(self, line: str) -> None:
+            pass
+
+        def compiling(self, k: int, n: int, seconds: float) -> None:
+            seen.append((k, n))
+
     restarts = _restarts()
-    C.compile_shapes(run, lambda k, n, s: seen.append((k, n)))
+    summary = _compile_up_front(run, Log(), tmp_path_factory.mktemp("run"))
     return {"run": run, "before": before, "rng_kept": torch.equal(torch.get_rng_state(), rng),
-            "progress": seen, "restarts": _restarts() - restarts, "mix_order": mix_order}
+            "progress": seen, "restarts": _restarts() - restarts, "mix_order": mix_order, "summary": summary}
 
 
 def test_compiling_every_shape_up_front_changes_neither_weights_nor_randomness(compiled_up_front):
     run, before = compiled_up_front["run"], compiled_up_front["before"]
     assert compiled_up_front["restarts"] == 0  # the step is traced once: a restart traces it all again
-    assert compiled_up_front["progress"] == [(k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
+    assert compiled_up_front["progress"] == [(0, len(run.shapes))] + [
+        (k, len(run.shapes)) for k in range(1, len(run.shapes) + 1)]
     assert compiled_up_front["rng_kept"]
     assert all(torch.equal(before[k], v) for k, v in run.model.state_dict().items())
     assert all(p.grad is None for p in run.model.parameters())
     assert run.optimizer.state == {} or all(not s for s in run.optimizer.state.values())
+    # the run's summary says where the compile went, by dynamo's timers
+    assert compiled_up_front["summary"]["compile_phases_s"]["all"] > 0, compiled_up_front["summary"]
 
 
 def test_regional_compiles_the_blocks_once_for_every_shape_and_matches_eager(lj_cache):
