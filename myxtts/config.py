@@ -241,6 +241,23 @@ def upgrade(data: dict) -> dict:
     return out
 
 
+# Settings added after runs began saving their config, each with the value that reproduces what
+# came before it: a saved config (a run's config.yaml, a model file's header) that lacks one was
+# written before it existed and meant that value, whatever today's default. Model files before
+# format 4 had no frame_position (all "absolute"), before 5 no ref_self_keys (latents attended
+# to themselves), vocoder files before 6 no magnitude_prior; frame_kernel came without a version.
+BEFORE = {"model": {"frame_kernel": 3, "frame_position": "absolute", "ref_self_keys": True},
+          "vocoder": {"magnitude_prior": False}}
+
+
+def settings_before(data: dict, section: str) -> dict:
+    """``data`` with the settings of ``section`` it lacks set to what they were before (BEFORE)."""
+    saved = data.get(section, {})
+    if not isinstance(saved, dict):
+        return data
+    return {**data, section: {**BEFORE[section], **saved}}
+
+
 def _closest(name: str, options) -> str:
     match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
     return f" (did you mean '{match[0]}'?)" if match else ""
@@ -398,4 +415,6 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None, sav
             raise ConfigError(f"{p}: not valid YAML: {_yaml_problem(e)}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"{p}: not UTF-8 text; save it as UTF-8") from None
-    return from_dict(apply_overrides(upgrade(data) if saved else data, overrides or []))
+    if saved:  # of an older version, perhaps: what it lacks means what that version did
+        data = settings_before(settings_before(upgrade(data), "model"), "vocoder")
+    return from_dict(apply_overrides(data, overrides or []))

@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from myxtts import __version__
-from myxtts.config import Config, ConfigError, from_dict, upgrade
+from myxtts.config import Config, ConfigError, from_dict, settings_before, upgrade
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
 from myxtts.rundir import resolve_checkpoint
@@ -148,24 +148,12 @@ def load_weights(model: nn.Module, path) -> dict:
     return meta
 
 
-def _settings_before(version: str, kind: str, data: dict) -> dict:
-    """A saved config with the values an older format version meant where it has no setting:
-    a default that changed would otherwise rebuild another network around old weights. Only
-    the section that shaped the file's own weights (``model`` or ``vocoder``) is filled in."""
-    v, before = int(version), {}
-    if kind == "acoustic":
-        before["frame_kernel"] = 3  # what every file without the setting holds, whatever the default
-    if kind == "acoustic" and v < 4:
-        before["frame_position"] = "absolute"
-    if kind == "acoustic" and v < 5:
-        before["ref_self_keys"] = True
-    if kind == "vocoder" and v < 6:
-        before["magnitude_prior"] = False
-    section = "vocoder" if kind == "vocoder" else "model"
-    saved = data.get(section, {})
-    if not before or not isinstance(saved, dict):
-        return data
-    return {**data, section: {**before, **saved}}
+def _settings_before(kind: str, data: dict) -> dict:
+    """A saved config with the values an older format version meant where it has no setting
+    (``config.BEFORE``): a default that changed would otherwise rebuild another network around
+    old weights. Every version lists all the settings it had, so a missing one is older than it.
+    Only the section that shaped the file's own weights (``model`` or ``vocoder``) is filled in."""
+    return settings_before(data, "vocoder" if kind == "vocoder" else "model")
 
 
 def describe(path) -> tuple[Config, list[str], dict]:
@@ -174,7 +162,7 @@ def describe(path) -> tuple[Config, list[str], dict]:
     path = Path(path)
     meta = dict(read_metadata(path))
     try:
-        cfg = from_dict(_settings_before(meta["format_version"], meta["kind"], upgrade(yaml.safe_load(meta["config"]))))
+        cfg = from_dict(_settings_before(meta["kind"], upgrade(yaml.safe_load(meta["config"]))))
         vocab = json.loads(meta["vocab"])
     except (ConfigError, yaml.YAMLError, json.JSONDecodeError, KeyError) as e:
         raise UserError(f"{path}: checkpoint metadata is unusable ({e})") from None

@@ -202,10 +202,11 @@ def _r_recompiles(m, bound, why):
                       "those steps launched every kernel from the host", "`TORCH_LOGS=cudagraphs myxtts train ...` "
                       "says why (a CPU tensor or a host copy inside the step, a mutated input)", "cudagraph-skips", 80)
     if m.graphs_compiled and m.graphs_compiled > 1 and m.settings.compile in ("default", "cudagraphs"):
-        yield Finding("medium", f"The step compiled {m.graphs_compiled} times before step 1",
+        # Warm-up, not training: each graph costs its compile once (cached after), no step time.
+        yield Finding("low", f"The step compiled {m.graphs_compiled} times before step 1",
                       f"{m.graphs_compiled} graphs for {m.n_shapes or 'its'} shapes where one serves all: a guard "
-                      "fixed a size, and each such shape cost a compile", "`TORCH_LOGS=recompiles myxtts train ...` "
-                      "names the guard", "compiled-apart", 40)
+                      "fixed a size, and each such shape cost a compile before training (no step time)",
+                      "`TORCH_LOGS=recompiles myxtts train ...` names the guard", "compiled-apart", 0.0)
     if not n:
         return
     shapes = f", {m.n_shapes} distinct batch shapes seen" if m.n_shapes else ""
@@ -307,14 +308,28 @@ def _r_underfill(m, bound, why):
                   100.0 - sm.mean)
 
 
+# Findings of what pauses the GPU while it trains: input waits, recompiles after warm-up, host
+# syncs, host time between steps (validation, checkpoints). A compile before step 1 is none.
+DIP_CAUSES = ("input-h2d", "input-onthefly", "input-workers", "input-tune", "recompiles", "syncs", "other")
+
+
 def _r_oscillation(m, bound, why):
     u = m.util()
     if u and u.verdict == "oscillating" and bound != "compiling":
-        first = next(iter(_r_input(m, bound, why)), None) or next(iter(_r_recompiles(m, bound, why)), None)
-        cause = (first.action if first else
-                 "`myxtts profile` over the dips (host syncs, eval or checkpoint pauses)")
-        yield Finding("medium", "GPU utilisation oscillates",
-                      f"NVML utilization {series_text(u)} ({thresholds_text()})", cause, "oscillation", u.std)
+        seen = (f for rule in (_r_input, _r_recompiles, _r_syncs, _r_settings) for f in rule(m, bound, why))
+        first = next((f for f in seen if f.rule in DIP_CAUSES), None)
+        ev = f"NVML utilization {series_text(u)} ({thresholds_text()})"
+        sev = "medium"
+        if first:
+            ev += f"; seen while training: {first.title.lower()}"
+            act = first.action
+        else:  # nothing to borrow: say what was ruled out, and rank below what was found
+            sev = "low"
+            ev += (f"; no cause seen while training (input-bound {fmt(m.input_bound_pct)} %, "
+                   f"{fmt(m.recompiles, '{}')} recompiles after warm-up, host syncs per step "
+                   f"{fmt(m.host_syncs_per_step, '{:g}')}, time between steps {fmt(m.other_pct)} %)")
+            act = "`myxtts profile` over the dips: the cause is not in this run's figures"
+        yield Finding(sev, "GPU utilisation oscillates", ev, act, "oscillation", u.std)
     worst = max(((k, v) for k, v in m.step_by_shape.items() if v.get("n", 0) >= SHAPE_MIN_STEPS),
                 key=lambda kv: kv[1]["cov_pct"], default=None)
     if worst and worst[1]["cov_pct"] > OSCILLATING_COV_PCT:

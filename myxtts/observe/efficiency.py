@@ -7,6 +7,7 @@ clocks weighed by the clock they cost, power and heat apart."""
 from __future__ import annotations
 
 from myxtts.observe.findings import Finding
+from myxtts.observe.flops import max_sm_clock
 from myxtts.observe.measured import Measured
 
 THROTTLE_PCT = 10.0              # share of samples with a slowdown reason active
@@ -69,12 +70,22 @@ POWER_REASONS = ("sw_power_cap", "hw_power_brake")
 THERMAL_REASONS = ("sw_thermal", "hw_thermal", "hw_slowdown")
 
 
+def _clock_max(g) -> tuple[float | None, str]:
+    """The clock a lowered one is weighed against, and what it is: the highest sampled, else
+    (a summary that did not record it) the card's maximum from its datasheet."""
+    if g.sm_clock_max_mhz:
+        return g.sm_clock_max_mhz, "at its highest"
+    card = max_sm_clock(g.name)
+    return (card[0], f"the {card[1]}'s maximum") if card else (None, "")
+
+
 def throttle_findings(g):
     """Lowered clocks, power and heat apart, weighed by the clock they cost: 1 - mean SM clock
-    while training / the highest sampled. A card at its power limit under load lowers its clock
-    a little, often: that is normal (info), not a fault to chase."""
-    lost = (100.0 * (1.0 - g.sm_clock_mean_mhz / g.sm_clock_max_mhz)
-            if g.sm_clock_mean_mhz and g.sm_clock_max_mhz else None)
+    while training / the highest (``_clock_max``). A card at its power limit under load lowers
+    its clock a little, often: that is normal (info), not a fault to chase. With no maximum to
+    weigh against, the share of samples alone says nothing of the cost: info too."""
+    top_mhz, what = _clock_max(g)
+    lost = 100.0 * (1.0 - g.sm_clock_mean_mhz / top_mhz) if g.sm_clock_mean_mhz and top_mhz else None
     for kind, reasons, fix in (
             ("power limit", POWER_REASONS, "check the power limit and supply (`nvidia-smi -q -d POWER`)"),
             ("heat", THERMAL_REASONS, "check cooling (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`)")):
@@ -82,12 +93,13 @@ def throttle_findings(g):
         if not slow:
             continue
         top = ", ".join(f"{r} {p:.0f} % of samples" for r, p in sorted(slow.items(), key=lambda x: -x[1]))
-        if lost is None:  # a summary without the clocks: the share of samples is all there is
-            yield Finding("medium", f"GPU {g.index} clocks are lowered by its {kind}", top,
-                          f"not a MyXTTS setting: {fix}", "throttle", max(slow.values()) / 2)
+        if lost is None:
+            yield Finding("info", f"GPU {g.index} reports its {kind}", f"{top}; the clock it cost is not known "
+                          f"(no maximum SM clock recorded for {g.name or 'this GPU'})",
+                          f"if the steps are slower than expected: {fix}", "throttle", 0.0)
             continue
-        clocks = (f"{top}; mean SM clock {g.sm_clock_mean_mhz:.0f} MHz while training, "
-                  f"{g.sm_clock_max_mhz:.0f} MHz at its highest ({-lost:+.1f} %)")
+        clocks = (f"{top}; mean SM clock {g.sm_clock_mean_mhz:,.0f} MHz while training, "
+                  f"{top_mhz:,.0f} MHz {what} ({-lost:+.1f} %)")
         if lost < CLOCK_LOST_PCT:
             yield Finding("info", f"GPU {g.index} holds its {kind} (clock {-lost:+.1f} %)", clocks,
                           "nothing to change: a card under full load meets its limit", "throttle", lost)

@@ -37,14 +37,45 @@ PEAKS = (
 )
 
 
+# (label, the highest SM clock in MHz, test on the lower-cased device name), first match wins:
+# what a lowered clock is weighed against when a run did not record the highest it sampled.
+# Data-centre cards: the maximum boost clock (nvidia-smi's "Max Clocks: SM"); consumer cards: the
+# rated boost clock, which they exceed when cool, so a loss weighed against it errs low.
+MAX_SM_CLOCKS = (
+    ("H100 PCIe", 1755.0, lambda n: "h100" in n and "pcie" in n),
+    ("H100 SXM", 1980.0, lambda n: "h100" in n and ("sxm" in n or "hbm3" in n) and "nvl" not in n),
+    ("H200", 1980.0, lambda n: "h200" in n and "nvl" not in n),
+    ("A100", 1410.0, lambda n: "a100" in n),
+    ("L40S", 2520.0, lambda n: "l40s" in n),
+    ("L4", 2040.0, lambda n: n.endswith(" l4") or n == "l4"),
+    ("A10G", 1710.0, lambda n: "a10g" in n),
+    ("RTX 4090", 2520.0, lambda n: "4090" in n),
+    ("RTX 3090", 1695.0, lambda n: "3090" in n and "ti" not in n),
+    ("V100", 1530.0, lambda n: "v100" in n and "pcie" not in n),
+    ("V100 PCIe", 1380.0, lambda n: "v100" in n and "pcie" in n),
+    ("T4", 1590.0, lambda n: n.endswith(" t4") or n == "t4"),
+)
+
+
+def _lookup(table, device_name: str | None):
+    """(label, value) of the first entry of ``table`` that matches the device name, or None."""
+    name = (device_name or "").lower()
+    return next(((label, value) for label, value, match in table if match(name)), None)
+
+
 def peak_tflops(device_name: str | None) -> tuple[float | None, str]:
     """(dense bf16 peak in TFLOP/s, its label) for a device name; (None, "unknown peak ...")
     for devices not in the table (and for the CPU)."""
-    name = (device_name or "").lower()
-    for label, peak, match in PEAKS:
-        if match(name):
-            return peak, f"{label} dense bf16 {peak:g} TFLOP/s"
+    hit = _lookup(PEAKS, device_name)
+    if hit:
+        return hit[1], f"{hit[0]} dense bf16 {hit[1]:g} TFLOP/s"
     return None, f"unknown peak for {device_name or 'this device'}"
+
+
+def max_sm_clock(device_name: str | None) -> tuple[float, str] | None:
+    """(the card's highest SM clock in MHz, its label) for a device name, or None if not in the table."""
+    hit = _lookup(MAX_SM_CLOCKS, device_name)
+    return (hit[1], hit[0]) if hit else None
 
 
 def count_step_flops(core: torch.nn.Module, batch: dict, precision=None) -> int:
@@ -87,11 +118,14 @@ def meta_step_flops(cfg, cache, shapes, quick: bool = False) -> tuple[dict, str,
     shape, how they were counted, the model's parameters). Counted on meta tensors: no memory,
     no time, the same matmul and attention shapes as a real batch (padding costs as much as real
     frames). ``quick`` counts three shapes and fits FLOPs per row = a + b*Tm + c*Tm^2 (linear
-    layers and attention) for the rest."""
-    n_mels = cache.audio_cfg.n_mels
-    tr = ref_len_for(cache.audio_cfg, cfg.data.ref_seconds, cfg.data.pad_multiple)
+    layers and attention) for the rest. Without a ``cache`` (a run folder's config alone) the
+    config's audio settings are the cache's, and one symbol stands for the vocabulary: it sizes
+    only the text embedding, a lookup without FLOPs."""
+    audio = cache.audio_cfg if cache is not None else cfg.audio
+    n_mels, n_vocab = audio.n_mels, len(cache.vocab) if cache is not None else 1
+    tr = ref_len_for(audio, cfg.data.ref_seconds, cfg.data.pad_multiple)
     with torch.device("meta"):
-        model = XTTS(cfg.model, len(cache.vocab), n_mels).train()
+        model = XTTS(cfg.model, n_vocab, n_mels).train()
 
     def flops(B, Tt, Tm) -> float:
         with torch.device("meta"):
@@ -136,6 +170,21 @@ def run_mfu(flops_by_shape: dict[str, float], step_by_shape: dict, device: str, 
         basis = "no step was timed after warm-up"
     return {"mfu_pct": m["mfu_pct"] if by else None, "achieved_tflops": m["achieved_tflops"] if by else None,
             "mfu_basis": basis, "mfu_by_shape": by}
+
+
+def summary_mfu(summary: dict, count) -> dict:
+    """``run_mfu`` of a run's summary, with ``count([(B, Tt, Tm), ...]) -> {shape: FLOPs}``
+    counting the FLOPs of the shapes it timed. Summaries whose shapes do not name B x Tt x Tm
+    (before the text length was in them) get none, and say why."""
+    timed = summary.get("step_by_shape") or {}
+    shapes = {key: tuple(int(x) for x in key.split("x")) for key in timed
+              if len(key.split("x")) == 3 and key.replace("x", "").isdigit()}
+    if timed and len(shapes) < len(timed):
+        return {"mfu_pct": None, "achieved_tflops": None, "mfu_by_shape": {},
+                "mfu_basis": "the summary's batch shapes lack the text length (B x Tt x Tm): FLOPs not counted"}
+    counted = count(list(shapes.values())) if shapes else {}
+    flops = {key: counted[shape] for key, shape in shapes.items()}
+    return run_mfu(flops, timed, summary.get("device", ""), summary.get("device_name"))
 
 
 SIMULATED_MFU = 0.40

@@ -12,7 +12,7 @@ import torch
 from myxtts.config import Config
 from myxtts.observe.diagnose import diagnose
 from myxtts.observe.findings import Diagnosis
-from myxtts.observe.flops import meta_step_flops, run_mfu
+from myxtts.observe.flops import meta_step_flops, summary_mfu
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
@@ -61,13 +61,7 @@ class RunLog(TrainLog):
     def _mfu(self, summary: dict) -> dict:
         """MFU per batch shape and over the run, from the step's FLOPs counted on meta tensors
         for each shape the run timed (observe/flops.py)."""
-        timed = summary.get("step_by_shape") or {}
-        if self._flops is None:
-            return {}
-        shapes = {key: tuple(int(x) for x in key.split("x")) for key in timed}
-        counted = self._flops(list(shapes.values()))
-        flops = {key: counted[shape] for key, shape in shapes.items()}
-        return run_mfu(flops, timed, summary.get("device", ""), summary.get("device_name"))
+        return summary_mfu(summary, self._flops) if self._flops is not None else {}
 
     def extra_metrics(self) -> dict:
         latest = self._gpu.latest() if self._gpu is not None else None
@@ -138,7 +132,12 @@ class RunLog(TrainLog):
 
 
 def run_diagnosis(summary: dict, cfg: Config, no_gpu: str = "") -> tuple[Measured, Diagnosis]:
-    """The figures of a run's summary as diagnosis inputs, and the diagnosis."""
+    """The figures of a run's summary as diagnosis inputs, and the diagnosis. ``cfg``: the run's
+    own config (its folder's config.yaml). A summary written before runs stated their MFU gets
+    it here, from ``cfg``'s FLOPs for each shape it timed, added to ``summary`` as the trainer's
+    log adds it. Only a summary that names its stage: earlier ones named their shapes B x Tm x mels."""
+    if "mfu_basis" not in summary and summary.get("stage") == "acoustic":
+        summary.update(summary_mfu(summary, lambda shapes: meta_step_flops(cfg, None, shapes)[0]))
     gpu = GpuSummary.from_dict(summary.get("gpu"))
     name = gpu.gpus[0].name if gpu and gpu.gpus else ""
     # the cores of the machine that ran it (summaries before they were written: this machine's)

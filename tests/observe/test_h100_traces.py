@@ -218,3 +218,82 @@ def test_a_summary_is_judged_with_the_cores_of_the_machine_that_ran_it(monkeypat
     del s["software"]  # a summary written before the count was: the reading machine's, as before
     m, d = run_diagnosis(s, cfg)
     assert m.settings.cpu_count == 2 and any(f.rule == "workers-oversubscribed" for f in d.findings)
+
+
+# ------------------------------------------------- every stored GPU trace, as it was written
+def _stored(folder: Path, name: str) -> dict:
+    return json.loads((folder / name).read_text())
+
+
+COLD_CFG = H100_27 / "cold-base-config.yaml"
+# (summary as stored, the run's config, bound, the first action starts with, MFU range or None).
+# 2026-11-27: 17.6-18.1 TFLOP a step (meta count of its saved config, within 2 % of the bench's
+# count in flops_by_shape.json) over 53-78 ms steps against 989 TFLOP/s: 24-25 %.
+TRACES = [
+    (H100 / "eager-base-summary.json", lambda: _eager_cfg(), "launch-bound", "`train.compile=cudagraphs`", None),
+    (H100 / "compile-default-base-summary.json", lambda: load("base"), "compiling",
+     "a larger `train.time_budget_s`", None),
+    (H100_27 / "cold-base-summary.json", lambda: load(COLD_CFG, saved=True), "kernel-bound", "`myxtts profile`",
+     (23.5, 25.5)),
+]
+
+
+@pytest.mark.parametrize("path, cfg, bound, action, mfu", TRACES, ids=lambda x: getattr(x, "parent", None)
+                         and f"{x.parent.name}/{x.stem}")
+def test_every_stored_trace_reads_as_it_happened(path, cfg, bound, action, mfu):
+    s = json.loads(path.read_text())
+    m, d = run_diagnosis(s, cfg())
+    text = d.text() + where_the_time_went(s, m, d)
+    assert d.bound == bound, d.text()
+    assert d.top.action.startswith(action), d.text()
+    assert "cooling" not in text and "power limit and supply" not in d.headline()
+    osc = next((f for f in d.findings if f.rule == "oscillation"), None)
+    assert osc is None or "recompiles" not in osc.action  # no trace recompiled after warm-up
+    if mfu is None:
+        assert m.mfu_pct is None and "MFU: not measured" in text  # its shapes lack the text length
+    else:
+        assert mfu[0] < m.mfu_pct < mfu[1] and f"MFU {m.mfu_pct:.0f} %" in d.reason, d.text()
+        assert f"MFU {m.mfu_pct:.1f} %" in text and "H100 SXM dense bf16 989 TFLOP/s" in text
+
+
+def test_the_stored_cold_summary_weighs_its_clock_against_the_h100s_maximum():
+    """The summary has no highest sampled clock: 1,962 MHz is weighed against the H100 SXM's
+    1,980, and oscillation with no cause seen while training borrows no action."""
+    s = _stored(H100_27, "cold-base-summary.json")
+    assert "sm_clock_max_mhz" not in s["gpu"]["gpus"][0] and s["recompiles_after_warmup"] == 0
+    m, d = run_diagnosis(s, load(COLD_CFG, saved=True))
+    throttle = next(f for f in d.findings if f.rule == "throttle")
+    assert throttle.severity == "info" and "-0.9 %" in throttle.title, throttle
+    assert "1,980 MHz the H100 SXM's maximum" in throttle.evidence
+    osc = next(f for f in d.findings if f.rule == "oscillation")
+    assert osc.severity == "low" and "no cause seen while training" in osc.evidence
+    assert "0 recompiles after warm-up" in osc.evidence and "TORCH_LOGS" not in osc.action
+    assert "TORCH_LOGS" not in d.headline()
+    # An unknown card: the share of samples alone is information, never the headline.
+    s["gpu"]["gpus"][0]["name"] = "NVIDIA Unlisted"
+    m, d = run_diagnosis(s, load(COLD_CFG, saved=True))
+    throttle = next(f for f in d.findings if f.rule == "throttle")
+    assert throttle.severity == "info" and "not known" in throttle.evidence and "power" not in d.headline()
+
+
+def test_the_saved_config_counts_the_flops_the_bench_counted_on_the_gpu():
+    """The cold run's config.yaml predates model.frame_position: read as saved, it builds the
+    model that ran, whose FLOPs the bench counted on the same machine (flops_by_shape.json)."""
+    from myxtts.observe.flops import meta_step_flops
+
+    bench = _stored(H100_27, "flops_by_shape.json")["flops_by_shape"]
+    shapes = {k: tuple(int(x) for x in k.split("x")) for k in bench}
+    cfg = load(COLD_CFG, saved=True)
+    assert cfg.model.frame_position == "absolute" and load("base").model.frame_position != "absolute"
+    counted = meta_step_flops(cfg, None, list(shapes.values()))[0]
+    for k, shape in shapes.items():
+        assert abs(counted[shape] / bench[k] - 1) < 0.02, k
+
+
+def test_oscillation_borrows_only_a_cause_seen_while_training():
+    s = _stored(H100_27, "cold-base-summary.json")
+    for key, value, cause in (("input_bound_pct", 30.0, "loader"), ("recompiles_after_warmup", 6, "recompiles"),
+                              ("other_pct", 20.0, "between steps")):
+        m, d = run_diagnosis(dict(s, **{key: value}), load(COLD_CFG, saved=True))
+        osc = next(f for f in d.findings if f.rule == "oscillation")
+        assert osc.severity == "medium" and cause in osc.evidence.lower(), (key, osc)
