@@ -18,9 +18,10 @@ from myxtts.observe.findings import Finding
 
 # A rank whose own time is this much over the median rank's is a straggler. Two gloo ranks of
 # the tiny model on a 2-core CPU shared with other work, no rank slowed, 30 steps after warm-up,
-# four runs: NOISE (own time, % over the median of the two), for two reasons: each rank trains
-# on its own batches, of other lengths, and the host's other work lands on one rank or the
-# other. The threshold is well above that.
+# four runs: the slower rank's own time was 3.5, 8.9, 1.8 and 2.4 % over the median of the two
+# (each rank trains on its own batches, of other lengths, and the host's other work lands on
+# one rank or the other). The threshold is well above that; a rank whose loader sleeps 2 s a
+# batch in the same setting (tests/train/test_collectives.py) is far over it.
 STRAGGLER_PCT = 25.0
 # The others lose this share of their step waiting for the straggler: as much as a highly
 # input-bound run (diagnose.INPUT_BOUND_HIGH_PCT) loses to its loader.

@@ -87,5 +87,5 @@ def ranks_text(ranks: list[dict]) -> str:
     line and the closing summary print them."""
     def n(value) -> str:
         return "n/a" if value is None else f"{value:.0f}"
-    return "ranks " + ", ".join(f"{r['rank']}: {n(r['step_ms'])} ms, collective wait {n(r['collective_wait_pct'])}%"
-                                f" input-bound {n(r['input_bound_pct'])}%" for r in ranks)
+    return "ranks: " + ", ".join(f"{r['rank']} {n(r['step_ms'])} ms (collective wait {n(r['collective_wait_pct'])}%, "
+                                 f"input-bound {n(r['input_bound_pct'])}%)" for r in ranks)

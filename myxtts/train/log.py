@@ -98,7 +98,7 @@ class TrainLog:
                           ("gpu_util_pct", "GPU {:.0f}%")):
             if rec.get(key) is not None:
                 parts.append(spec.format(rec[key]))
-        if rec.get("ranks"):
+        if any(r["step_ms"] is not None for r in rec.get("ranks", [])):  # none during warm-up
             parts.append(ranks_text(rec["ranks"]))
         self._line(step, parts)
 
