@@ -24,6 +24,7 @@ from myxtts.observe.efficiency import (
 from myxtts.observe.findings import Diagnosis, Finding, ranked
 from myxtts.observe.format import fmt
 from myxtts.observe.measured import Measured
+from myxtts.observe.ranks import straggler_findings
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
 
@@ -385,6 +386,11 @@ def _r_settings(m, bound, why):
                       f"logging, validation, checkpoints or Python between steps", act, "other", other)
 
 
+def _r_straggler(m, bound, why):
+    """Under DDP, the rank every other rank waits for (observe/ranks.py)."""
+    yield from straggler_findings(m)
+
+
 def _r_unmeasured(m, bound, why):
     if m.util() is None and m.settings.device != "cpu" and bound != "compiling":
         reason = m.not_measured.get("gpu", "no GPU samples were given")
@@ -394,7 +400,8 @@ def _r_unmeasured(m, bound, why):
 
 
 RULES = [_r_device, _r_compiling, _r_idle_gpus, _r_input, _r_recompiles, _r_syncs, _r_launch, kernel_findings,
-         _r_underfill, _r_oscillation, _r_memory, _r_padding, _r_settings, _r_compute, _r_unmeasured]
+         _r_underfill, _r_oscillation, _r_memory, _r_padding, _r_settings, _r_compute, _r_straggler,
+         _r_unmeasured]
 
 
 def diagnose(m: Measured) -> Diagnosis:

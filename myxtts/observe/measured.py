@@ -101,6 +101,7 @@ class Measured:
     cudagraph_skips: int | None = None     # CUDA graphs torch skipped (those steps ran without one)
     cudagraph_recordings: int | None = None
     train_s: float | None = None           # wall time after the compile (the timer's warm-up steps included)
+    ranks: list = field(default_factory=list)  # under DDP: each rank's figures (train.collectives.FIGURES)
     not_measured: dict = field(default_factory=dict)  # {section: reason}
 
     # ------------------------------------------------------------------------------ builders
@@ -131,7 +132,7 @@ class Measured:
                    mfu_pct=s.get("mfu_pct"), mfu_by_shape=s.get("mfu_by_shape") or {},
                    compile_s=compile_s, train_s=train_s, graphs_compiled=s.get("graphs_compiled"),
                    cudagraph_skips=s.get("cudagraph_skips"), cudagraph_recordings=s.get("cudagraph_recordings"),
-                   not_measured=nm)
+                   ranks=s.get("ranks") or [], not_measured=nm)
 
     # ------------------------------------------------------------------------ derived figures
     def _series(self, key: str) -> list[SeriesStats]:

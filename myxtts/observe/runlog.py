@@ -18,6 +18,7 @@ from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
+from myxtts.train.collectives import ranks_text
 from myxtts.train.log import TrainLog, read_metrics
 
 SAMPLE_INTERVAL_S = 1.0
@@ -196,6 +197,9 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
     lines.append("  " + mfu_text(s, m))
     lines.append(f"  {fmt(m.n_shapes, '{}', '0')} batch shapes, padding {fmt(m.padding_pct)} %, "
                  f"recompiles after warm-up: {fmt(m.recompiles, '{}', '0')}{mem}")
+    if m.ranks:  # under DDP, and the rank the others wait for where there is one
+        lines.append("  " + ranks_text(m.ranks))
+        lines += [f"  {f.title}: {f.evidence}; next: {f.action}" for f in diag.findings if f.rule == "straggler"]
     lines.append(f"verdict: {diag.headline()}")
     if out is not None:
         lines.append(f"  all figures and findings: {out / 'summary.json'}, {out / 'report.html'}")

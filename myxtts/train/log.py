@@ -14,6 +14,7 @@ from pathlib import Path
 from myxtts.config import Config
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
+from myxtts.train.collectives import ranks_text
 
 
 class TrainLog:
@@ -86,6 +87,8 @@ class TrainLog:
                "input_bound_pct": timing.get("input_bound_pct"), **self.extra_metrics(),
                "recompiles_after_warmup": recompiles,
                "time_s": round(time.perf_counter() - self._t0, 3)}
+        if timing.get("ranks"):  # under DDP: each rank's own figures (train/collectives.py)
+            rec["ranks"] = timing["ranks"]
         self._write(rec)
         self.scalars(step, {k: v for k, v in rec.items()
                             if isinstance(v, (int, float)) and k != "step"})
@@ -95,6 +98,8 @@ class TrainLog:
                           ("gpu_util_pct", "GPU {:.0f}%")):
             if rec.get(key) is not None:
                 parts.append(spec.format(rec[key]))
+        if any(r["step_ms"] is not None for r in rec.get("ranks", [])):  # none during warm-up
+            parts.append(ranks_text(rec["ranks"]))
         self._line(step, parts)
 
     def compiling(self, k: int, n: int, elapsed: float) -> None:

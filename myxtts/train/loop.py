@@ -22,8 +22,8 @@ import torch
 from myxtts.config import MIN_FRAME_BUDGET, MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
+from myxtts.train import collectives, memory
 from myxtts.train import distributed as D
-from myxtts.train import memory
 from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.finetune import voices_heard
@@ -89,6 +89,7 @@ class Loop:
         fps = run.cfg.audio.sample_rate / run.cfg.audio.hop_length
         self.timer = timer or StepTimer(run.device, warmup_steps=len(run.shapes),
                                         frames_per_second=fps)
+        collectives.time_collectives(run, self.timer)
         self.state = LoopState()
         self.seen_shapes: set = set()
         self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
@@ -181,7 +182,8 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             if step % cfg.log_every == 0 or last:
                 window = run.step_fn.read_window(lambda t: D.all_reduce_mean(t, info))
                 check_finite(window["skipped_in_a_row"], step, run)
-                log.metrics(step, window, timer.window(), run.step_fn.lr, loop.recompiles)
+                timing = collectives.gathered(timer.window(), info, run.device)
+                log.metrics(step, window, timing, run.step_fn.lr, loop.recompiles)
             elif step % cfg.max_nonfinite == 0:
                 # Gradients are all-reduced, so every rank holds the same count: no collective.
                 # Read without a host sync: checked a step or two later, once it has arrived.
@@ -213,7 +215,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
         raise oom_error(run) from None
     finally:
         stopper.restore()
-    summary = timer.summary()
+    summary = collectives.gathered(timer.summary(), info, run.device)
     mem = memory.read_memory(run.device)
     if mem is not None:
         summary["memory"] = mem.as_dict()

@@ -15,7 +15,9 @@ a step. Per step it records:
                 step time *within* one shape;
 * phases     -- only when the timer is one of the step's hooks (``TrainStep.hooks``): device
                 time of forward(+loss), backward(+clipping) and optimizer(+schedule) within it;
-* wall       -- host time from one ``step_done`` to the next.
+* wall       -- host time from one ``step_done`` to the next;
+* collective -- under DDP, of the step, the time this rank waited for the gradient all-reduce
+                after handing it its last gradients (``train.collectives``, docs/design.md).
 
 input-bound % = input idle / wall, and host wait % = data wait / wall (docs/design.md, "How we
 measure"); on a CPU, or on a GPU the host does not run ahead of, they are equal. The host-to-device copy is
@@ -77,6 +79,9 @@ class _HostClock:
     def release(self, m) -> None:
         pass
 
+    def latest(self, marks: list):
+        return max(marks)  # gloo's threads may finish a rank's all-reduces out of order
+
 
 class _CudaClock:
     """CUDA events on the current stream, recycled through a pool (creating one costs a few µs)."""
@@ -101,6 +106,11 @@ class _CudaClock:
 
     def release(self, ev) -> None:
         self.pool.append(ev)
+
+    def latest(self, marks: list):
+        for ev in marks[:-1]:  # NCCL runs a rank's all-reduces in order on one stream
+            self.release(ev)
+        return marks[-1]
 
 
 @dataclass
@@ -136,6 +146,7 @@ class _Acc:
     data_wait_s: float = 0.0
     input_idle_s: float = 0.0
     compute_ms: float = 0.0
+    collective_ms: float = 0.0
     phase_ms: dict = field(default_factory=dict)
     frames: float = 0.0
     samples: float = 0.0
@@ -184,6 +195,12 @@ class StepTimer:
         self.first_ms: dict[str, float] = {}  # first (compiling) step per shape
         self.history: list[tuple[float, str, float, bool]] = []  # (end s since origin, shape, wall ms, counted)
         self._total, self._win = _Acc(), _Acc()
+        self.collectives = None             # train.collectives.CollectiveTimer, under DDP
+
+    @property
+    def clock(self):
+        """What the timer marks time with: host time, or CUDA events on the compute stream."""
+        return self._clock
 
     # ------------------------------------------------------------------------ the step's parts
     def _begin(self) -> None:
@@ -243,6 +260,9 @@ class StepTimer:
         self._begin()
         t = self._now()
         wall, self._last = t - self._last, t
+        waited = self.collectives.close() if self.collectives is not None else None
+        if waited is not None:  # (ready, done) marks of this step's all-reduce
+            self._open.append(("collective", self._key, *waited, False))
         counted = self.step >= self.warmup_steps
         if counted:
             for acc in (self._total, self._win):
@@ -278,6 +298,9 @@ class StepTimer:
             if not counted:
                 continue
             for acc in (self._total, self._win):
+                if kind == "collective":
+                    acc.collective_ms += ms
+                    continue
                 if kind != "compute":
                     acc.phase_ms[kind] = acc.phase_ms.get(kind, 0.0) + ms
                     continue
@@ -359,6 +382,8 @@ class StepTimer:
             "host_wait_pct": pct(wait_ms),
             "compute_pct": comp,
             "other_pct": None if ib is None else max(0.0, 100.0 - ib - comp),
+            # inside compute_pct: the step call waits for the all-reduce
+            "collective_wait_pct": pct(acc.collective_ms) if self.collectives is not None else None,
             "phase_ms": {k: v / acc.steps for k, v in acc.phase_ms.items()} if acc.steps else {},
             "step_by_shape": shapes,
             "throughput": tput,

@@ -221,3 +221,17 @@ def test_input_bound_on_a_gpu_is_the_wait_the_device_sat_idle_through(monkeypatc
     assert s["input_bound_pct"] == pytest.approx(idle_pct, abs=0.1)
     assert s["host_wait_pct"] == pytest.approx(100 * wait_s / s["step_ms"] * 1000, rel=1e-3)
     assert s["host_wait_pct"] > 1.0
+
+
+def test_collective_wait_is_the_share_of_the_step_spent_in_the_all_reduce():
+    clk = FakeTime()
+    timer = StepTimer("cpu", now=clk)
+    _step(timer, clk, wait=0.01, compute=0.08, other=0.01)
+    assert timer.window()["collective_wait_pct"] is None  # one process: no all-reduce to wait for
+    # stands in for train.collectives.CollectiveTimer: each step's last 20 ms were the wait
+    timer.collectives = type("Waited", (), {"close": lambda self: (clk.t - 0.02, clk.t)})()
+    for _ in range(4):
+        _step(timer, clk, wait=0.01, compute=0.08, other=0.01)
+    w = timer.window()
+    assert math.isclose(w["collective_wait_pct"], 20.0) and math.isclose(w["compute_pct"], 80.0)
+    assert w["phase_ms"] == {}  # not a phase of the step: a part of it
