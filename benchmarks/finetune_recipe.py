@@ -33,7 +33,7 @@ from myxtts.data.cache import Cache
 from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import Listener, evaluate, plan, recording
 from myxtts.infer import Synthesizer
-from myxtts.speaker import cosine
+from myxtts.speaker_encoder import cosine
 
 PER_VOICE = 8  # recordings per voice centroid
 

@@ -70,7 +70,7 @@ def voice_embedding(wavs: list[np.ndarray], cfg) -> torch.Tensor | None:
     computed as :mod:`myxtts.data.embeddings` computes it for training; None for other models."""
     if cfg.model.speaker_embedding != "ge2e":
         return None
-    from myxtts.speaker import shared_encoder
+    from myxtts.speaker_encoder import shared_encoder
 
     return mean_embedding([torch.from_numpy(e) for e in (shared_encoder().embed(w, cfg.audio.sample_rate)
                                                          for w in wavs) if e is not None])
@@ -87,7 +87,7 @@ def _embeddings(refs: list[Reference], kind: str) -> dict:
     dropped references are)."""
     if kind != "ge2e":
         return {}
-    from myxtts.speaker import DIM
+    from myxtts.speaker_encoder import DIM
 
     return {"ref_emb": torch.stack([r.embedding if r.embedding is not None else torch.zeros(DIM)
                                     for r in refs])}

@@ -144,7 +144,7 @@ def test_a_saved_model_conditioned_on_embeddings_speaks_in_a_files_voice(setup, 
 def test_a_model_conditioned_on_embeddings_refuses_a_reference_the_encoder_hears_no_voice_in(monkeypatch):
     """The clip has sound, but the GE2E encoder's own trimming leaves none: one line, not the
     neutral voice's zero row in its place; a model without embeddings takes the clip as before."""
-    from myxtts import speaker
+    from myxtts import speaker_encoder as speaker
     from myxtts.errors import UserError
     from myxtts.speak import reference_from_file
 

@@ -42,7 +42,7 @@ from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.naturalness import SCORES, Naturalness
 from myxtts.speak import Spoken, reference_from_cache
-from myxtts.speaker import SpeakerEncoder, cosine
+from myxtts.speaker_encoder import SpeakerEncoder, cosine
 
 OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
 DNSMOS = tuple(f"dnsmos_{k}{of}" for of in OF for k in SCORES)
