@@ -161,3 +161,42 @@ def test_a_model_conditioned_on_embeddings_refuses_a_reference_the_encoder_hears
         reference_from_file(clip, load("tiny", ["model.speaker_embedding=ge2e"]))
     assert "hears no voice" in str(e.value) and "\n" not in str(e.value)
     assert reference_from_file(clip, load("tiny")).frames > 0
+
+
+LONG = ("the printers of the fifteenth century had a great advantage over all who came after them, "
+        "for they cut their own letters and set every line of their books as they pleased and without "
+        "any rules at all.")
+
+
+def test_synthesize_and_eval_give_the_same_audio_for_a_text_of_two_sentences(setup, tmp_path):
+    """``myxtts synthesize``'s path and ``eval``'s speak a text alike: cut into the same
+    sentences, decoded together, joined with the same pause, bit for bit."""
+    from myxtts.evaluate.evaluation import plan_texts
+    from myxtts.speak import reference_from_cache
+
+    root, cache, synth = setup
+    text = "a printer of books. in being comparatively modern."
+    (s,) = plan_texts(cache, [text])
+    ((heard, _),) = speak_sentences(synth, cache, [s], seed=7)
+    (written,) = synth.synthesize_to_file([text], tmp_path / "said.wav",
+                                          reference_from_cache(cache, s.ref, synth.cfg), seed=7)
+    assert written.parts == heard.parts == 2 and np.array_equal(written.wav, heard.wav)
+    assert np.array_equal(sf.read(str(written.path), dtype="int16")[0],
+                          _as_written(heard.wav, tmp_path / "heard.wav", synth.sample_rate))
+
+
+def test_a_long_sentence_is_cut_only_where_the_decoder_needs_it(setup):
+    """The duration decoder speaks a 200-character sentence whole; the autoregressive one, which
+    stops at model.max_decoder_steps, has it cut at its comma, not between words."""
+    root, cache, synth = setup
+    assert len(LONG) == 200 and synth.cfg.model.decoder == "duration"
+    assert synth.sentences(LONG) == [LONG] and synth.max_sentence_chars is None
+    (said,) = synth.synthesize([LONG])
+    assert said.parts == 1 and len(said.spoken) == 1
+    cfg = load("tiny", ["model.decoder=autoregressive", "model.max_decoder_steps=500"])
+    torch.manual_seed(0)
+    ar = Synthesizer.of(XTTS(cfg.model, len(cache.vocab), cfg.audio.n_mels), cfg, synth.text, synth.to_wave)
+    assert 100 < ar.max_sentence_chars < 200  # the cap at a slow reading rate
+    comma = LONG.index(",") + 1
+    assert ar.sentences(LONG) == [LONG[:comma], LONG[comma + 1:]]
+    assert synth.sentences("Two sentences. Are two.") == ["two sentences.", "are two."]
