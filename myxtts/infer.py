@@ -209,7 +209,8 @@ class Synthesizer:
                    speed: float = 1.0, language: str | None = None) -> list[Synthesis]:
         """texts → one :class:`Synthesis` each: every text's :meth:`sentences`, :meth:`encode`\\ d
         and spoken together (:meth:`speak_ids`, sorted by length, ``batch_size`` at a time), then
-        joined with :attr:`pause`. ``voice``: one for all texts, or a list of one per text."""
+        joined with :attr:`pause`. ``voice``: one for all texts, or a list of one per text. A
+        silent result, or one cut at ``model.max_decoder_steps``, is warned about in the log."""
         refs = [self.reference(v) for v in voice] if isinstance(voice, list) else [self.reference(voice)] * len(texts)
         if len(refs) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(refs)} voices")
@@ -220,23 +221,23 @@ class Synthesizer:
         for i, text in enumerate(texts):
             mine = [sp for (owner, _), sp in zip(parts, spoken) if owner == i]
             pieces = [x for sp in mine for x in (self.pause, sp.wav)][1:]  # a pause between sentences
-            results.append(Synthesis(text, np.concatenate(pieces).astype(np.float32), self.sample_rate,
-                                     parts=len(mine), cut=sum(not sp.stopped for sp in mine), spoken=mine))
+            res = Synthesis(text, np.concatenate(pieces).astype(np.float32), self.sample_rate,
+                            parts=len(mine), cut=sum(not sp.stopped for sp in mine), spoken=mine)
+            for warning in res.warnings(self.cfg.model.max_decoder_steps):
+                self.log(warning)
+            results.append(res)
         return results
 
     def synthesize_to_file(self, texts: list[str], out, reference=None, seed: int = 0,
                            batch_size: int = 16) -> list[Synthesis]:
         """Synthesise and write wavs: ``out`` is a .wav file for one text, else a directory
-        (or a .wav stem, numbered). Returns the results, each with the path it was written to;
-        silent or cut results are warned about."""
+        (or a .wav stem, numbered). Returns the results, each with the path it was written to."""
         paths = output_paths(out, len(texts))
         for folder in {path.parent for path in paths}:  # before the work, not after it
             _check_writable(folder)
         self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
         results = self.synthesize(texts, self.reference(reference), seed=seed, batch_size=batch_size)
         for path, res in zip(paths, results):
-            for warning in res.warnings(self.cfg.model.max_decoder_steps):
-                self.log(warning)
             audio.save_wav(path, res.wav, self.sample_rate)
             res.path = path
         return results

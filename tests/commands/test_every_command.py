@@ -356,8 +356,9 @@ def _bench_serve(w: World, tmp: Path) -> None:
 
 @row("export")
 def _export(w: World, tmp: Path) -> None:
-    """The run as a Piper voice: its cache's speaker, a clone of VOICE (the clips of its
-    folder) and the neutral voice, then Piper's own command speaking the clone, about as long as `synthesize` says it."""
+    """The run as a Piper voice: its cache's speaker, a clone of VOICE (the clips of its folder)
+    and the neutral voice, then Piper's own command speaking the clone, about as long as
+    `synthesize` says it."""
     voice = tmp / "voices" / "lj.onnx"
     assert w.vocoder.is_dir()  # RUN/vocoder: carried without being named
     r = ok(myxtts("export", "--checkpoint", w.run, "--format", "piper", "--data", w.cache,

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from myxtts.infer import Synthesizer
 from myxtts.models.mel_decoder import normalize_mel
 from myxtts.models.xtts import XTTS
-from myxtts.infer import Synthesizer
 from myxtts.speak import Reference, neutral, with_latents
 from myxtts.text import TextProcessor, Vocabulary
 
