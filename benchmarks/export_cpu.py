@@ -6,8 +6,9 @@
 Exports RUN (``myxtts export --format piper``) and, for the cache's first ``limit`` held-out
 sentences in the speaker's voice:
 
-- parity: the graph in onnxruntime against :func:`myxtts.speak.speak` on the same phoneme ids
-  and voice: mel mean absolute error, largest audio difference, frame counts equal;
+- parity: the graph in onnxruntime against the run's own
+  :meth:`~myxtts.infer.Synthesizer.speak_ids` on the same ids and voice: mel mean absolute error,
+  largest audio difference, frame counts equal;
 - speed: the real-time factor (seconds taken / seconds of audio, one sentence at a time) of the
   graph in onnxruntime, of Piper's own runtime (``PiperVoice.synthesize``: its phonemizer
   included) and of ``myxtts synthesize``'s path (``Synthesizer.synthesize``, PyTorch eager),
@@ -33,7 +34,7 @@ from myxtts.data.cache import Cache
 from myxtts.export.phonemes import build
 from myxtts.export.piper import export, run_onnx, session
 from myxtts.infer import Synthesizer
-from myxtts.speak import reference_from_mel, speak
+from myxtts.speak import reference_from_mel
 
 
 def main() -> None:
@@ -65,13 +66,14 @@ def main() -> None:
     piper_voice = PiperVoice.load(done.onnx)
     rows = []
     for s in sentences:
-        (spoken,) = speak(synth.model, cfg, text, [s], voice.reference, synth.to_wave, say=lambda _: None)
-        ids = pmap.ids_of_tokens(text.encode(s, warn=lambda _: None))
+        tokens = synth.encode(s)  # the whole text as one utterance, as the graph reads it
+        (spoken,) = synth.speak_ids([tokens], voice)
+        ids = pmap.ids_of_tokens(tokens)
         t0 = time.perf_counter()
         wav, durations, mel = run_onnx(sess, ids, 0 if multi else None)
         t_onnx = time.perf_counter() - t0
         t0 = time.perf_counter()
-        (ours,) = synth.synthesize([s], reference=voice.reference, batch_size=1)
+        (ours,) = synth.synthesize([s], voice, batch_size=1)
         t_torch = time.perf_counter() - t0
         t0 = time.perf_counter()
         chunks = list(piper_voice.synthesize(s))

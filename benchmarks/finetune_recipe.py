@@ -33,7 +33,7 @@ from myxtts.data.cache import Cache
 from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import Listener, evaluate, plan, recording
 from myxtts.infer import Synthesizer
-from myxtts.speaker import cosine
+from myxtts.speaker_encoder import cosine
 
 PER_VOICE = 8  # recordings per voice centroid
 
@@ -86,8 +86,7 @@ def main(argv=None) -> int:
     for spec in args.model:
         label, run = spec.split("=", 1)
         synth = Synthesizer(run, device="cpu", log=lambda *a: None)
-        result = evaluate(synth.model, synth.cfg, synth.text, cache, sentences, synth.to_wave, listener,
-                          ground_truth=False, log=lambda *a: None)
+        result = evaluate(synth, cache, sentences, listener, ground_truth=False)
         s = result.summary
         row = {"model": label, "run": run, "step": synth.meta["step"], "vocoder": synth.to_wave.name,
                "wer": s["wer"], "cer": s["cer"], "dnsmos_ovrl": s["dnsmos_ovrl"],

@@ -82,7 +82,7 @@ def speak_clips(synth: Synthesizer, cache: Cache) -> tuple[list, list]:
     """The training clips (the cache's train split) and the model saying each, with its own
     durations, as ``myxtts synthesize`` speaks."""
     sentences = plan(cache, split="train")
-    return sentences, speak_sentences(synth, cache, sentences, seed=0, log=lambda *_: None)
+    return sentences, [said for said, _ in speak_sentences(synth, cache, sentences, seed=0)]
 
 
 def score(run: Path, cache_dir: Path, threads: int) -> dict:

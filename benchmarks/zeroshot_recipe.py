@@ -7,8 +7,8 @@
 ``ALL_VOICES_CACHE`` holds every voice; ``--voice`` is the one the models never trained on.
 Its held-out sentences (the cache's val utterances of that voice, the first ``--sentences``)
 are spoken by every model (:class:`myxtts.infer.Synthesizer`: the run's chosen weights, its
-trained vocoder, else Griffin-Lim) as :func:`myxtts.speak.speak` speaks them, seed 0, one at a
-time, and scored per *target*:
+trained vocoder, else Griffin-Lim) as ``synthesize`` and ``eval`` speak them
+(:meth:`myxtts.infer.Synthesizer.synthesize`), seed 0, one at a time, and scored per *target*:
 
 - the voice itself, cloned from the source file of its first training clip; the ceiling row is
   its recordings of the same sentences;
@@ -58,7 +58,7 @@ from myxtts.errors import UserError
 from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import Listener, recording
 from myxtts.infer import Synthesizer
-from myxtts.speak import SILENT_DBFS, dbfs, speak
+from myxtts.speak import SILENT_DBFS, dbfs
 
 CLIP_SENTENCES = 8  # sentences spoken per reference clip
 F0_SR, F0_FRAME, FMIN, FMAX = 16000, 1024, 60.0, 500.0
@@ -222,8 +222,7 @@ def run(args) -> int:
     for label, path, synth, conditioned in synths:
         for t, ref in zip(targets, conditioned):
             t0 = time.perf_counter()
-            spoken = speak(synth.model, synth.cfg, synth.text, t["texts"], ref, synth.to_wave, seed=0,
-                           say=lambda *_: None)
+            spoken = [synth.synthesize([x], ref, seed=0)[0] for x in t["texts"]]  # one at a time, as eval
             took = time.perf_counter() - t0
             wavs = [sp.wav for sp in spoken]
             if synth.sample_rate != sr:

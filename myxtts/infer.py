@@ -1,20 +1,33 @@
-"""Text (+ reference wav) → wav: batched, KV-cached synthesis (``myxtts synthesize``).
+"""A trained run loaded once to speak (``myxtts synthesize``, ``serve``, ``eval``, ``export``, the
+training samples): text → sentences → token ids → audio, in two public layers as Piper's voice
+has them, and one road through both.
 
-Each text is split into sentences (see :mod:`myxtts.text.sentences`); all sentences are
-synthesised together (sorted by length, in batches), each stopping on its own stop token, and
-each text's sentences are joined with a short pause. Every result says whether it is silent and
-whether a sentence ran into ``model.max_decoder_steps`` instead of stopping; both are warned
-about. Speaking itself, and the rule for the reference clip (any format; cut to the
-``data.ref_seconds`` training used; none: the neutral voice), is :mod:`myxtts.speak`'s.
+- :meth:`Synthesizer.encode`: one sentence → the token ids the model reads (Piper's
+  ``phonemize`` and ``phonemes_to_ids``); :meth:`Synthesizer.sentences` cuts a text into the
+  sentences it is spoken as.
+- :meth:`Synthesizer.speak_ids`: ids in a voice at a pace → mels and audio (Piper's
+  ``synthesize_ids_to_raw``), decoded in batches by :func:`myxtts.speak.speak_ids`.
+- :meth:`Synthesizer.synthesize`: texts → one :class:`Synthesis` each, its sentences joined
+  with a short pause (Piper's ``synthesize``). Everything that speaks whole texts goes this way,
+  so the same text, voice and seed make the same mels wherever they are spoken.
 
-Mels become audio through the run's own vocoder (``RUN/vocoder``), the one ``--vocoder`` names,
-or Griffin-Lim where there is none (it needs no training but sounds noticeably worse); the
-command says which (:mod:`myxtts.vocode`).
+A text is cut at its sentence ends; a sentence is cut further only where the decoder in use
+needs it: the autoregressive decoder runs into ``model.max_decoder_steps`` on a long one, the
+duration decoder has no step cap to stop short of and no table of positions to run off (its
+positions are computed for any length), so its sentences are kept whole. A cut falls at clause
+punctuation first, between words only where a clause alone is too long
+(:mod:`myxtts.text.sentences`).
+
+The voices a run speaks in (:meth:`Synthesizer.voices`) are its training speakers (from the
+cache it recorded, or ``--data``), the folders of a voices folder and the neutral voice; the
+rule for a reference clip is :mod:`myxtts.speak`'s. Mels become audio through the run's own
+vocoder (``RUN/vocoder``), the one ``--vocoder`` names, or Griffin-Lim (:mod:`myxtts.vocode`).
 """
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +36,22 @@ import torch
 from myxtts import audio, speak, vocode
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
-from myxtts.rundir import choose_weights
-from myxtts.speak import SILENT_DBFS, dbfs
+from myxtts.rundir import RunDir, choose_weights, default_cache
+from myxtts.speak import SILENT_DBFS, Spoken, dbfs
 from myxtts.text import echo
 
 PAUSE_SECONDS = 0.25  # silence between the sentences of one text (rounded to whole hops)
-# Sentence length limit: the decoder cap in seconds times a slow reading rate (read speech in
-# LJSpeech and the demo corpus runs at about 15-18 characters per second).
+# The autoregressive decoder's sentence length limit: its cap in seconds times a slow reading
+# rate (read speech in LJSpeech and the demo corpus runs at about 15-18 characters per second).
 CHARS_PER_SECOND = 10
+EVAL_FIGURES = ("eval_wer", "eval_cer", "eval_speaker_cosine", "eval_dnsmos_ovrl")
+
+
+def pause(audio_cfg) -> np.ndarray:
+    """The silence between two sentences of one text: ``PAUSE_SECONDS`` in whole hops, so every
+    wav stays a whole number of frames."""
+    hop = audio_cfg.hop_length
+    return np.zeros(round(PAUSE_SECONDS * audio_cfg.sample_rate / hop) * hop, dtype=np.float32)
 
 
 @dataclass
@@ -43,6 +64,23 @@ class Synthesis:
     parts: int  # sentences (or pieces of overlong ones) spoken separately, joined with pauses
     cut: int  # of those, parts that ran into model.max_decoder_steps instead of stopping
     path: Path | None = None  # where it was written, if it was
+    spoken: list[Spoken] = field(default_factory=list, repr=False)  # each part as the model made it
+
+    @property
+    def mel(self) -> torch.Tensor:
+        """(T, n_mels): the parts' mels one after another (the pauses are not in it)."""
+        return torch.cat([sp.mel for sp in self.spoken])
+
+    @property
+    def attn(self) -> np.ndarray:
+        """(steps, tokens): the parts' alignments on one diagonal, each its own block."""
+        out = np.zeros((sum(sp.attn.shape[0] for sp in self.spoken), sum(sp.attn.shape[1] for sp in self.spoken)),
+                       dtype=np.float32)
+        r = c = 0
+        for sp in self.spoken:
+            out[r:r + sp.attn.shape[0], c:c + sp.attn.shape[1]] = sp.attn
+            r, c = r + sp.attn.shape[0], c + sp.attn.shape[1]
+        return out
 
     @property
     def seconds(self) -> float:
@@ -92,10 +130,10 @@ def _device(name: str | None) -> torch.device:
 
 
 class Synthesizer:
-    """A run loaded once to speak: the model, its settings, its text front end and its
-    mel-to-audio step. Every way MyXTTS speaks goes through one (:meth:`speak`): ``synthesize``,
+    """A run loaded once to speak: its weights (and why they were chosen), settings, text front
+    end and mel-to-audio step. Every way MyXTTS speaks goes through one: ``synthesize``,
     ``eval``, the training samples and periodic evaluation (:meth:`of` a model in memory),
-    ``serve`` and ``export``."""
+    ``serve``, ``export`` and the benchmarks."""
 
     def __init__(self, checkpoint, vocoder=None, device: str | None = None, log=print,
                  step: int | None = None):
@@ -104,7 +142,7 @@ class Synthesizer:
         folder or a model file."""
         from myxtts.text import TextProcessor, Vocabulary  # the text front end of the checkpoint
 
-        self.device, self.log = _device(device), log
+        self.device, self.log, self.checkpoint = _device(device), log, checkpoint
         self.weights, self.why = weights, why = choose_weights(checkpoint, step)
         log(f"weights: {weights}: {why}")
         self.model, self.cfg, symbols, self.meta = load_model(weights, self.device)
@@ -119,65 +157,72 @@ class Synthesizer:
         """A model already in memory (training's samples and periodic evaluation) to speak with."""
         self = cls.__new__(cls)
         self.model, self.cfg, self.text, self.to_wave, self.log = model, cfg, text, to_wave, log
-        self.device, self.meta = next(model.parameters()).device, {"kind": "acoustic", "step": None, "path": None}
+        self.device, self.checkpoint = next(model.parameters()).device, None
+        self.weights, self.why = None, "the model in training"
+        self.meta = {"kind": "acoustic", "step": None, "path": None}
         return self
-
-    def speak(self, texts: list[str], voice, *, seed: int = 0, speed: float = 1.0, batch_size: int = 1,
-              normalized: bool = False, vocode: bool = True, encoded=None, say=None) -> list[speak.Spoken]:
-        """Each of ``texts`` in ``voice`` (a :class:`~myxtts.speak.Reference`, or one per text):
-        :func:`myxtts.speak.speak` with this run's model, settings, text front end and, unless
-        ``vocode`` is False (the server vocodes in pieces as it streams), its mel-to-audio step."""
-        return speak.speak(self.model, self.cfg, self.text, texts, voice, self.to_wave if vocode else None,
-                           seed, batch_size, normalized, say or self.log, speed, encoded)
 
     @property
     def sample_rate(self) -> int:
         return self.cfg.audio.sample_rate
 
-    # ------------------------------------------------------------------------ inputs
-    def sentences(self, text: str) -> list[str]:
-        """One text → the normalised sentences it is spoken as."""
+    # ------------------------------------------------------------------------ text → ids
+    def sentences(self, text: str, language: str | None = None) -> list[str]:
+        """One text → the normalised sentences it is spoken as, each cut further only where
+        the decoder needs it (see the module docstring)."""
         from myxtts.text.sentences import split_sentences
 
+        norm = self.text.normalize(text, language)
+        return split_sentences(norm, self.max_sentence_chars) or [norm]  # empty: the encoder's clear error
+
+    @property
+    def max_sentence_chars(self) -> int | None:
+        """The longest sentence the decoder speaks whole: the autoregressive decoder's step cap
+        at ``CHARS_PER_SECOND``; None (no limit) for the duration decoder."""
         a, m = self.cfg.audio, self.cfg.model
-        cap_seconds = m.max_decoder_steps * m.reduction * a.hop_length / a.sample_rate
-        norm = self.text.normalize(text)
-        return split_sentences(norm, int(cap_seconds * CHARS_PER_SECOND)) or [norm]  # empty:
-        # the encoder's clear error
+        if m.decoder == "duration":
+            return None
+        return int(m.max_decoder_steps * m.reduction * a.hop_length / a.sample_rate * CHARS_PER_SECOND)
 
-    def reference(self, voice=None) -> speak.Reference:
-        """A sound file → the voice to speak in (:func:`myxtts.speak.reference_from_file`); a
-        folder of clips → its voice by the one folder rule (:func:`myxtts.voice.from_folder`); a
-        :class:`~myxtts.speak.Reference` as it is; None → the neutral voice."""
-        if voice is None:
-            return speak.neutral(self.cfg)
-        if isinstance(voice, speak.Reference):
-            return voice
-        if Path(voice).is_dir():
-            from myxtts.voice import from_folder
+    def encode(self, text: str, language: str | None = None, *, normalized: bool = False) -> tuple[int, ...]:
+        """One sentence → the token ids the model reads, end of sentence included. Symbols the
+        model was not trained on are read as their nearest known one, with a note through the
+        run's log. ``normalized``: ``text`` is one of :meth:`sentences` already."""
+        return tuple(self.text.encode(text, warn=self.log, normalized=normalized, language=language))
 
-            found = from_folder(Path(voice).name, Path(voice), self.cfg, self.log, source=str(voice))
-            if found is None:
-                raise UserError(f"reference {voice}: the folder holds no usable clip")
-            return found.reference
-        return speak.reference_from_file(voice, self.cfg, self.log)
+    # ------------------------------------------------------------------------ ids → audio
+    def speak_ids(self, ids: list[tuple[int, ...]], voice, *, seed: int = 0, speed: float = 1.0,
+                  batch_size: int = 1, vocode: bool = True) -> list[Spoken]:
+        """Sentences of ids (from :meth:`encode`) in ``voice`` (see :meth:`reference`; or a list,
+        one per sentence) at ``speed`` → one :class:`~myxtts.speak.Spoken` each
+        (:func:`myxtts.speak.speak_ids`); ``vocode`` False leaves the audio to the caller (the
+        server vocodes in pieces as it streams)."""
+        refs = [self.reference(v) for v in voice] if isinstance(voice, list) else self.reference(voice)
+        return speak.speak_ids(self.model, self.cfg, ids, refs, self.to_wave if vocode else None,
+                               seed=seed, batch_size=batch_size, speed=speed)
 
-    # ------------------------------------------------------------------------ synthesis
-    def synthesize(self, texts: list[str], reference=None, seed: int = 0,
-                   batch_size: int = 16) -> list[Synthesis]:
-        """texts → one :class:`Synthesis` each; silent or cut results are warned about."""
-        self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
-        parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t)]
-        spoken = self.speak([s for _, s in parts], self.reference(reference), seed=seed,
-                            batch_size=batch_size, normalized=True)
-        hop = self.cfg.audio.hop_length  # whole hops keep every wav a whole number of frames
-        pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / hop) * hop, dtype=np.float32)
+    @property
+    def pause(self) -> np.ndarray:
+        return pause(self.cfg.audio)
+
+    def synthesize(self, texts: list[str], voice=None, *, seed: int = 0, batch_size: int = 16,
+                   speed: float = 1.0, language: str | None = None) -> list[Synthesis]:
+        """texts → one :class:`Synthesis` each: every text's :meth:`sentences`, :meth:`encode`\\ d
+        and spoken together (:meth:`speak_ids`, sorted by length, ``batch_size`` at a time), then
+        joined with :attr:`pause`. ``voice``: one for all texts, or a list of one per text. A
+        silent result, or one cut at ``model.max_decoder_steps``, is warned about in the log."""
+        refs = [self.reference(v) for v in voice] if isinstance(voice, list) else [self.reference(voice)] * len(texts)
+        if len(refs) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(refs)} voices")
+        parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t, language)]
+        ids = [self.encode(s, language, normalized=True) for _, s in parts]
+        spoken = self.speak_ids(ids, [refs[i] for i, _ in parts], seed=seed, speed=speed, batch_size=batch_size)
         results = []
         for i, text in enumerate(texts):
-            mine = [k for k, (owner, _) in enumerate(parts) if owner == i]
-            pieces = [x for k in mine for x in (pause, spoken[k].wav)][1:]  # pause between sentences
+            mine = [sp for (owner, _), sp in zip(parts, spoken) if owner == i]
+            pieces = [x for sp in mine for x in (self.pause, sp.wav)][1:]  # a pause between sentences
             res = Synthesis(text, np.concatenate(pieces).astype(np.float32), self.sample_rate,
-                            parts=len(mine), cut=sum(not spoken[k].stopped for k in mine))
+                            parts=len(mine), cut=sum(not sp.stopped for sp in mine), spoken=mine)
             for warning in res.warnings(self.cfg.model.max_decoder_steps):
                 self.log(warning)
             results.append(res)
@@ -190,11 +235,89 @@ class Synthesizer:
         paths = output_paths(out, len(texts))
         for folder in {path.parent for path in paths}:  # before the work, not after it
             _check_writable(folder)
-        results = self.synthesize(texts, reference, seed, batch_size)
+        self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
+        results = self.synthesize(texts, self.reference(reference), seed=seed, batch_size=batch_size)
         for path, res in zip(paths, results):
             audio.save_wav(path, res.wav, self.sample_rate)
             res.path = path
         return results
+
+    # ------------------------------------------------------------------------ voices
+    def reference(self, voice=None) -> speak.Reference:
+        """A sound file → the voice to speak in (:func:`myxtts.speak.reference_from_file`); a
+        folder of clips → its voice by the one folder rule (:func:`myxtts.voice.from_folder`); a
+        :class:`~myxtts.voice.Voice` or :class:`~myxtts.speak.Reference` as it is; None → the
+        neutral voice."""
+        from myxtts.voice import Voice, from_folder
+
+        if voice is None:
+            return speak.neutral(self.cfg)
+        if isinstance(voice, speak.Reference):
+            return voice
+        if isinstance(voice, Voice):
+            return voice.reference
+        if Path(voice).is_dir():
+            found = from_folder(Path(voice).name, Path(voice), self.cfg, self.log, source=str(voice))
+            if found is None:
+                raise UserError(f"reference {voice}: the folder holds no usable clip")
+            return found.reference
+        return speak.reference_from_file(voice, self.cfg, self.log)
+
+    def cache(self, data=None, required: bool = True):
+        """The prepared cache ``data``, else the one the run recorded when training started
+        (:func:`myxtts.rundir.default_cache`); with ``required`` False, None (said) where there
+        is none."""
+        from myxtts.data.cache import Cache
+
+        if data is None:
+            try:
+                data = default_cache(self.checkpoint)
+            except UserError:
+                if required:
+                    raise
+                self.log("note: no --data cache given or recorded by the run: no training speakers")
+                return None
+        return Cache(data)
+
+    def voices(self, data=None, folder=None) -> list:
+        """The voices this run speaks in, by name (:mod:`myxtts.voice`): every speaker of
+        :meth:`cache` (``data``, a folder or a cache already opened; else the one the run
+        recorded), then one per sub-folder of the voices ``folder``, then the neutral voice.
+        ``serve``, ``export`` and the page list these."""
+        from myxtts.data.cache import Cache
+        from myxtts.voice import cache_voices, folder_voices, neutral
+
+        cache = data if isinstance(data, Cache) else self.cache(data, required=False)
+        found = cache_voices(cache, self.cfg) if cache is not None else []
+        if folder is not None:
+            found += folder_voices(Path(folder), self.cfg, self.log)
+        return found + [neutral(self.cfg)]
+
+    # ------------------------------------------------------------------------ the weights
+    @functools.cached_property
+    def about(self) -> dict:
+        """The run loaded: :func:`about_weights` of its weights (read once, when first asked)."""
+        return about_weights(self.weights, self.why, self.meta.get("step"))
+
+
+def about_weights(weights: Path, why: str, step: int | None) -> dict:
+    """A run's ``weights``: its folder, the weights (within the run) and ``why`` they were chosen,
+    their ``step``, the steps trained and the periodic evaluation's figures logged for that step
+    (None where none ran), and where the run's report is written when training ends."""
+    from myxtts.train.log import read_metrics
+
+    run = RunDir.of(weights)
+    info = {"folder": (run.path if run else weights.parent).name,
+            "weights": weights.name if run is None else str(weights.relative_to(run.path)),
+            "why": why, "step": step, "eval": None}
+    records = read_metrics(run.path) if run is not None else []
+    trained = [r["step"] for r in records if r.get("loss") is not None]
+    info["steps_trained"] = max(trained) if trained else None
+    evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == step]
+    if evals:
+        info["eval"] = {k: evals[-1][k] for k in EVAL_FIGURES if evals[-1].get(k) is not None}
+    info["report_path"] = str(run.report) if run is not None else None
+    return info
 
 
 def _check_writable(folder: Path) -> None:

@@ -1,8 +1,9 @@
-"""Text (+ a reference voice) → audio: the one way MyXTTS speaks.
+"""The voice to speak in, and token ids spoken in it: the layer under a loaded run.
 
-``myxtts synthesize``, the training samples, ``eval`` (the periodic one included), ``serve`` and
-``export``'s check all call :func:`speak` through one object, :class:`myxtts.infer.Synthesizer`
-(a run loaded once, or a model in training), so what is measured is what users hear.
+:class:`myxtts.infer.Synthesizer` (a run loaded once, or a model in training) reads text into
+ids and hands them to :func:`speak_ids`; ``myxtts synthesize``, the training samples, ``eval``
+(the periodic one included), ``serve`` and ``export``'s check all speak through it, so what is
+measured is what users hear.
 
 The reference rule is the one training follows: the model saw ``data.ref_seconds`` of another
 utterance of the speaker (see :mod:`myxtts.data.dataset`), so a longer reference is cut to its
@@ -70,7 +71,7 @@ def voice_embedding(wavs: list[np.ndarray], cfg) -> torch.Tensor | None:
     computed as :mod:`myxtts.data.embeddings` computes it for training; None for other models."""
     if cfg.model.speaker_embedding != "ge2e":
         return None
-    from myxtts.speaker import shared_encoder
+    from myxtts.speaker_encoder import shared_encoder
 
     return mean_embedding([torch.from_numpy(e) for e in (shared_encoder().embed(w, cfg.audio.sample_rate)
                                                          for w in wavs) if e is not None])
@@ -87,7 +88,7 @@ def _embeddings(refs: list[Reference], kind: str) -> dict:
     dropped references are)."""
     if kind != "ge2e":
         return {}
-    from myxtts.speaker import DIM
+    from myxtts.speaker_encoder import DIM
 
     return {"ref_emb": torch.stack([r.embedding if r.embedding is not None else torch.zeros(DIM)
                                     for r in refs])}
@@ -169,59 +170,56 @@ def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tens
 
 
 @torch.no_grad()
-def speak(model, cfg, text, texts: list[str], references: Reference | list[Reference],
-          to_wave: ToWave | None, seed: int = 0, batch_size: int = 1, normalized: bool = False,
-          say: Callable[[str], None] = print, speed: float = 1.0,
-          encoded: list[tuple[int, ...]] | None = None) -> list[Spoken]:
-    """Each of ``texts`` as one utterance, in its reference's voice (one for all, or one each)
-    → one :class:`Spoken` each, in ``texts`` order.
+def speak_ids(model, cfg, ids: list[tuple[int, ...]], references: Reference | list[Reference],
+              to_wave: ToWave | None, *, seed: int = 0, batch_size: int = 1, speed: float = 1.0) -> list[Spoken]:
+    """Token ids (each a sentence read by the run's text front end, end of sentence included),
+    in its reference's voice (one for all, or one each) → one :class:`Spoken` each, in order.
 
-    ``text`` is the model's TextProcessor; ``normalized``: the texts went through its
-    ``normalize`` already (synthesis splits normalised text into sentences). Symbols the model
-    was not trained on are read as their nearest known one, with a note through ``say``.
-    ``batch_size`` texts of similar length are decoded together; 1 gives each text's own
+    ``batch_size`` sentences of similar length are decoded together; 1 gives each its own
     latency in ``seconds_taken``. ``speed`` > 1 speaks faster: the duration decoder's predicted
     durations are divided by it (the autoregressive decoder has none to scale). ``to_wave`` None
     leaves ``wav`` None, for a caller that turns the mel into audio itself (the server, in
-    pieces as it streams). ``encoded``: each text's token ids where the caller encoded them
-    already (the server, once per request as it checks them): nothing is read again."""
-    refs = references if isinstance(references, list) else [references] * len(texts)
-    if len(refs) != len(texts):
-        raise ValueError(f"{len(texts)} texts but {len(refs)} references")
+    pieces as it streams)."""
+    refs = references if isinstance(references, list) else [references] * len(ids)
+    if len(refs) != len(ids):
+        raise ValueError(f"{len(ids)} sentences but {len(refs)} references")
     if speed != 1.0 and cfg.model.decoder != "duration":
         raise UserError(f"speed {speed:g}: only the duration decoder can speak faster or slower "
                         f"(this model's is model.decoder={cfg.model.decoder})")
-    pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
-    device = next(model.parameters()).device
-    ids = [list(e) for e in encoded] if encoded is not None else \
-        [text.encode(t, warn=say, normalized=normalized) for t in texts]
-    if len(ids) != len(texts):
-        raise ValueError(f"{len(texts)} texts but {len(ids)} encoded")
-    r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
-    order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))  # similar lengths batch together
-    out: list = [None] * len(texts)
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # similar lengths batch together
+    out: list = [None] * len(ids)
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
-        tokens = torch.zeros(len(idx), max(len(ids[i]) for i in idx), dtype=torch.long)
-        for j, i in enumerate(idx):
-            tokens[j, :len(ids[i])] = torch.tensor(ids[i])
-        ref_mel, ref_lens = _batch([refs[i] for i in idx], cfg.audio.n_mels)
-        kept = [refs[i].latents for i in idx]
-        cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else \
-            {k: v.to(device) for k, v in _embeddings([refs[i] for i in idx], cfg.model.speaker_embedding).items()}
-        gen = torch.Generator().manual_seed(seed)  # CPU generator: the same output on any device
-        t0 = time.perf_counter()
-        mel, lens, attn = model.generate(
-            tokens.to(device), torch.tensor([len(ids[i]) for i in idx], device=device),
-            ref_mel.to(device), ref_lens.to(device), generator=gen, **pace, **cond)
-        spoken = []
-        for j, i in enumerate(idx):
-            n = int(lens[j])
-            m = mel[j, :n].float().cpu()  # (T, M)
-            spoken.append((i, m, attn[j, :math.ceil(n / r), :len(ids[i])].float().cpu().numpy(),
-                           None if to_wave is None else np.asarray(to_wave(m), dtype=np.float32),
-                           n < cap * r))
-        took = time.perf_counter() - t0
-        for i, m, a, wav, stopped in spoken:
-            out[i] = Spoken(m, a, wav, stopped, took, tuple(ids[i]))
+        for i, spoken in zip(idx, _decode_batch(model, cfg, [ids[i] for i in idx], [refs[i] for i in idx],
+                                                to_wave, seed, speed)):
+            out[i] = spoken
     return out
+
+
+def _decode_batch(model, cfg, ids: list[tuple[int, ...]], refs: list[Reference], to_wave: ToWave | None,
+                  seed: int, speed: float) -> list[Spoken]:
+    """One batch of :func:`speak_ids`: a fresh CPU generator seeded with ``seed`` (the same
+    output on any device), so a sentence spoken in a batch of one is always the same."""
+    device = next(model.parameters()).device
+    pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
+    tokens = torch.zeros(len(ids), max(len(x) for x in ids), dtype=torch.long)  # (B, Tt)
+    for j, x in enumerate(ids):
+        tokens[j, :len(x)] = torch.tensor(x)
+    ref_mel, ref_lens = _batch(refs, cfg.audio.n_mels)
+    kept = [r.latents for r in refs]
+    cond = {"latents": torch.stack(kept).to(device)} if all(x is not None for x in kept) else \
+        {k: v.to(device) for k, v in _embeddings(refs, cfg.model.speaker_embedding).items()}
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    mel, lens, attn = model.generate(  # (B, T, M), (B,), (B, T / r, Tt)
+        tokens.to(device), torch.tensor([len(x) for x in ids], device=device),
+        ref_mel.to(device), ref_lens.to(device), generator=gen, **pace, **cond)
+    r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
+    made = []
+    for j, x in enumerate(ids):
+        n = int(lens[j])
+        m = mel[j, :n].float().cpu()  # (T, M)
+        made.append((m, attn[j, :math.ceil(n / r), :len(x)].float().cpu().numpy(),
+                     None if to_wave is None else np.asarray(to_wave(m), dtype=np.float32), n < cap * r))
+    took = time.perf_counter() - t0
+    return [Spoken(m, a, wav, stopped, took, tuple(x)) for (m, a, wav, stopped), x in zip(made, ids)]

@@ -21,7 +21,8 @@ from myxtts.models.checkpoint import load_model
 from myxtts.rundir import RunDir
 
 GRIFFIN_LIM = "griffin-lim"
-# mel features a vocoder and the model whose mels it turns into audio must share
+# mel features that must match between a vocoder and the model whose mels it turns into audio,
+# and between a model and the cache it is evaluated on
 MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
 GRIFFIN_LIM_NOTE = ("note: no vocoder trained for this run, using Griffin-Lim: it needs no training but sounds "
                     "noticeably worse (phasey, metallic); `myxtts train --stage vocoder --out RUN/vocoder` "
@@ -33,6 +34,18 @@ def min_frames(audio_cfg: AudioConfig) -> int:
     so shorter mels (an untrained model may stop at once) are padded with silence to this many
     and the audio cut back (here and in the exported graph, myxtts.export.graph)."""
     return audio_cfg.n_fft // audio_cfg.hop_length + 2
+
+
+def pad_and_cut(to_wave, mel: torch.Tensor, frames, min_frames: int, hop: int) -> torch.Tensor:
+    """``to_wave`` (mel (..., T', M) → wav (..., T' * hop)) of ``mel`` (..., T, M) holding
+    ``frames`` frames (an int, or a 0-dim tensor a trace records as arithmetic): the mel padded
+    with silence to at least ``min_frames`` (see :func:`min_frames`), the audio cut back to
+    ``frames * hop``. :class:`MelToWave` and the exported graph (myxtts.export.graph) both
+    vocode this way."""
+    short = mel.new_full((min_frames, mel.shape[-1]), math.log(audio.LOG_FLOOR))
+    short = short.expand(*mel.shape[:-2], min_frames, mel.shape[-1])  # (..., min_frames, M)
+    keep = torch.maximum(torch.as_tensor(frames), torch.tensor(min_frames))
+    return to_wave(torch.cat([mel, short], dim=-2)[..., :keep, :])[..., :frames * hop]
 
 
 def run_vocoder(checkpoint) -> Path | None:
@@ -55,15 +68,11 @@ class MelToWave:
     @torch.no_grad()
     def __call__(self, mel: torch.Tensor) -> np.ndarray:
         a = self.audio_cfg
-        n = mel.shape[0] * a.hop_length
-        short = min_frames(a) - mel.shape[0]
-        if short > 0:
-            mel = torch.cat([mel, mel.new_full((short, mel.shape[1]), math.log(audio.LOG_FLOOR))])
         if self.vocoder is None:
-            wav = audio.griffin_lim(mel.float().cpu(), a)
+            to_wave = lambda m: audio.griffin_lim(m.float().cpu(), a)  # noqa: E731
         else:
-            wav = self.vocoder(mel[None].float().to(self.device))[0]
-        return wav[:n].float().cpu().numpy()
+            to_wave = lambda m: self.vocoder(m[None].float().to(self.device))[0]  # noqa: E731
+        return pad_and_cut(to_wave, mel, mel.shape[0], min_frames(a), a.hop_length).float().cpu().numpy()
 
     @torch.no_grad()
     def batch(self, mels: torch.Tensor) -> np.ndarray:

@@ -9,9 +9,11 @@
   split's first (:meth:`myxtts.data.cache.Cache.first_of_each_speaker`). A voice the cache holds
   out whole is included, from its first held-out utterance, and its source says the model never
   heard it.
+- **A voices folder** (``serve --voices DIR``): one voice per sub-folder, by the folder rule.
 - **neutral**: no reference; the resampler's learned latents alone.
 
-So the same folder is the same voice in ``serve``, ``synthesize`` and an export.
+So the same folder is the same voice in ``serve``, ``synthesize`` and an export, and a loaded
+run lists the same voices for each (:meth:`myxtts.infer.Synthesizer.voices`).
 """
 from __future__ import annotations
 
@@ -65,6 +67,24 @@ def from_folder(name: str, folder: Path, cfg, say, source: str = "voices folder"
         return None
     emb = speak.mean_embedding([r.embedding for r in refs if r.embedding is not None])
     return Voice(name, source, speak.reference_from_mel(torch.cat([r.mel for r in refs]), cfg, embedding=emb))
+
+
+def folder_voices(folder: Path, cfg, say) -> list[Voice]:
+    """A voices folder (``serve --voices DIR``): one voice per sub-folder holding readable clips,
+    named by the sub-folder; only files inside ``folder`` are read (a link leading out of it is
+    skipped, said), and the rest are skipped, saying why."""
+    root = folder.resolve()
+    if not root.is_dir():
+        raise UserError(f"--voices {folder}: not a folder")
+    out = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not inside(sub, root):
+            say(f"note: voice {sub.name} skipped: it leads outside {folder}")
+            continue
+        v = from_folder(sub.name, sub, cfg, say, root=root)
+        if v is not None:
+            out.append(v)
+    return out
 
 
 def cache_voices(cache, cfg) -> list[Voice]:

@@ -59,7 +59,7 @@ def test_16khz_reference_is_resampled_and_accepted(synth):
     # Resampled to the model's 22.05 kHz before framing (trimming may shorten it a little).
     assert ref.mel.shape[1] == 80 and ref.mel.dtype == torch.float32
     assert 0.6 * seconds * 22050 / 256 < ref.frames <= seconds * 22050 / 256 + 1
-    results = synth.synthesize(["The quick brown fox.", "Sea shells!"], reference=MALE_16K, seed=3)
+    results = synth.synthesize(["The quick brown fox.", "Sea shells!"], voice=MALE_16K, seed=3)
     assert len(results) == 2
     for r in results:
         w = r.wav
@@ -161,7 +161,7 @@ def test_the_runs_own_vocoder_is_used_unasked_and_says_so(run_dir, tmp_path):
         assert not s.to_wave.griffin_lim
         assert s.to_wave.name.startswith(str(run.resolve() / "vocoder" / "model.safetensors"))
     said.clear()
-    s.synthesize(["The fox."])
+    s.synthesize_to_file(["The fox."], tmp_path / "fox.wav")
     assert any(x.startswith(f"vocoder: {run.resolve() / 'vocoder'}") for x in said)
     assert not any("Griffin-Lim" in x for x in said)
     assert Synthesizer(run, vocoder="griffin-lim", log=said.append).to_wave.griffin_lim

@@ -10,9 +10,8 @@ from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
 from myxtts.export.piper import folder_voice
-from myxtts.serve.voices import folder_voices
 from myxtts.speak import reference_from_file
-from myxtts.voice import HELD_OUT_SPEAKER, TRAINING_SPEAKER, cache_voices, from_folder
+from myxtts.voice import HELD_OUT_SPEAKER, TRAINING_SPEAKER, cache_voices, folder_voices, from_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 VOICES = ROOT / "tests" / "fixtures" / "reference_voices"

@@ -1,7 +1,7 @@
 """Speaker embeddings of a cache's clips, computed once and kept beside the cache.
 
 ``model.speaker_embedding=ge2e`` conditions the model on the GE2E embedding
-(:mod:`myxtts.speaker`, an encoder trained for verification on thousands of voices) of each
+(:mod:`myxtts.speaker_encoder`, an encoder trained for verification on thousands of voices) of each
 reference clip. A clip's embedding never changes, so it is computed once per clip from the
 cache's stored waveform and written to ``CACHE/speaker_embeddings.npy``, one row per utterance
 in cache order; the loader's workers then copy rows as they copy mels, and the training step
@@ -20,7 +20,7 @@ import numpy as np
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
-from myxtts.speaker import DIM, shared_encoder
+from myxtts.speaker_encoder import DIM, shared_encoder
 
 FILE = "speaker_embeddings.npy"
 

@@ -29,6 +29,7 @@ without waveforms whose source audio is gone has no recordings) is ``None``, wit
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +42,9 @@ from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.naturalness import SCORES, Naturalness
-from myxtts.speak import Spoken, reference_from_cache
-from myxtts.speaker import SpeakerEncoder, cosine
+from myxtts.infer import Synthesis
+from myxtts.speak import reference_from_cache
+from myxtts.speaker_encoder import SpeakerEncoder, cosine
 
 OF = ("", "_ground_truth", "_copy_synthesis")  # what was heard: the output, the recording, copy synthesis
 DNSMOS = tuple(f"dnsmos_{k}{of}" for of in OF for k in SCORES)
@@ -69,7 +71,7 @@ class Sentence:
 class Result:
     summary: dict  # FIGURES (None where not measured) + sentences, not_measured
     rows: list[dict]  # per sentence: texts, transcripts, figures
-    spoken: list[Spoken] = field(repr=False)
+    spoken: list[Synthesis] = field(repr=False)
     recordings: list[np.ndarray | None] = field(repr=False)
     copies: list[np.ndarray | None] = field(repr=False)
 
@@ -106,7 +108,7 @@ def plan_texts(cache, texts: list[str], limit: int | None = None) -> list[Senten
     if not texts:
         raise UserError("no sentences to evaluate: the file has no text")
     train = set(int(i) for i in cache.indices("train"))
-    voices = {s: utts[0] for s, utts in cache.by_speaker().items() if utts[0] in train}
+    voices = {s: i for s, i in cache.first_of_each_speaker().items() if i in train}
     if not voices:
         raise UserError(f"{cache.path}: the cache has no training utterances to take voices from")
     speakers = sorted(voices)
@@ -132,12 +134,16 @@ def recording(cache, i: int) -> np.ndarray | None:
         return None
 
 
-def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0, log=print) -> list[Spoken]:
-    """Each sentence in its reference's voice, as ``synthesize`` speaks (``synth``: a
-    :class:`myxtts.infer.Synthesizer`), one at a time: ``seconds_taken`` is each sentence's own
-    latency."""
-    return synth.speak([s.text for s in sentences], [reference_from_cache(cache, s.ref, synth.cfg) for s in sentences],
-                       seed=seed, say=log)
+def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0) -> list[tuple[Synthesis, float]]:
+    """Each sentence in its reference's voice, through ``synthesize`` as ``myxtts synthesize``
+    speaks a text (``synth``: a :class:`myxtts.infer.Synthesizer`), one text at a time → (its
+    :class:`~myxtts.infer.Synthesis`, the seconds it took, mel-to-audio included)."""
+    out = []
+    for s in sentences:
+        t0 = time.perf_counter()
+        (said,) = synth.synthesize([s.text], reference_from_cache(cache, s.ref, synth.cfg), seed=seed)
+        out.append((said, time.perf_counter() - t0))
+    return out
 
 
 class Listener:
@@ -175,7 +181,7 @@ def _trained_references(cache, trained_voices: list[str] | None) -> dict[str, in
 
 
 def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
-             *, ground_truth: bool = True, seed: int = 0, log=print,
+             *, ground_truth: bool = True, seed: int = 0,
              trained_voices: list[str] | None = None) -> Result:
     """Speak ``sentences`` with ``synth`` (a :class:`myxtts.infer.Synthesizer`, loaded, or
     :meth:`~myxtts.infer.Synthesizer.of` a model in training) and score them; ``ground_truth``
@@ -186,13 +192,14 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
     cfg, vocode = synth.cfg, synth.to_wave
     sr = cfg.audio.sample_rate
     trained = _trained_references(cache, trained_voices)
-    spoken = speak_sentences(synth, cache, sentences, seed, log)
+    said = speak_sentences(synth, cache, sentences, seed)
+    spoken = [sp for sp, _ in said]
     recorded = [ground_truth and s.index is not None for s in sentences]
     recs = [recording(cache, s.index) if r else None for s, r in zip(sentences, recorded)]
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
                          dtype=np.float32) if r else None for s, r in zip(sentences, recorded)]
     rows = []
-    for s, sp, rec, cp, r in zip(sentences, spoken, recs, copies, recorded):
+    for s, (sp, took), rec, cp, r in zip(sentences, said, recs, copies, recorded):
         hyp = listener.asr.transcribe(sp.wav, sr)
         emb = listener.speaker.embed(sp.wav, sr)
         seconds = sp.wav.size / sr
@@ -208,7 +215,7 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
                "stopped": sp.stopped, "seconds": round(seconds, 3),
                "seconds_ground_truth": None if gt_seconds is None else round(gt_seconds, 3),
                "duration_ratio": seconds / gt_seconds if gt_seconds else None,
-               "rtf": sp.seconds_taken / seconds if seconds else None, **_dnsmos(listener, sp.wav, sr)}
+               "rtf": took / seconds if seconds else None, **_dnsmos(listener, sp.wav, sr)}
         if r:
             row["transcript_ground_truth"] = None if rec is None else listener.asr.transcribe(rec, sr)
             row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)

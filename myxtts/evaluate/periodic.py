@@ -42,10 +42,10 @@ class TrainingEval:
                 self.listener = Listener(self.asr_model, threads=torch.get_num_threads())
             to_wave = vocode.load(self.cfg.audio, checkpoint=self.run, device=device)
             first = to_wave.name != self.scored_with
-            synth = Synthesizer.of(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), to_wave)
+            synth = Synthesizer.of(model, self.cfg, TextProcessor(cache.text_cfg, cache.vocab), to_wave,
+                                   log=lambda _: None)
             result = evaluate(synth, cache, plan(cache, self.n), self.listener, ground_truth=first,
-                              trained_voices=cache.voices("train"),
-                              log=lambda _: None)
+                              trained_voices=cache.voices("train"))
         self.scored_with = to_wave.name
         figures = {f"eval_{k}": result.summary[k] for k in FIGURES if result.summary.get(k) is not None}
         return {**figures, "eval_seconds": time.perf_counter() - t0, "eval_vocoder": to_wave.name}

@@ -7,16 +7,12 @@ from pathlib import Path
 
 import torch
 
-from myxtts.data.cache import Cache
 from myxtts.errors import UserError
 from myxtts.evaluate import require
 from myxtts.evaluate.evaluation import Listener, evaluate, plan, plan_texts
 from myxtts.evaluate.report import write_report
 from myxtts.models.checkpoint import trained_voices
-from myxtts.rundir import default_cache
-
-# mel features an acoustic model and a cache must share to be evaluated together
-MEL_KEYS = ("sample_rate", "n_mels", "n_fft", "hop_length", "win_length", "fmin", "fmax")
+from myxtts.vocode import MEL_KEYS
 
 
 def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: int | None = None,
@@ -37,8 +33,8 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(f"--sentences {sentences}: cannot read it ({e})") from None
     synth = Synthesizer(checkpoint, vocoder, device, log=log, step=step)
-    data = Path(data) if data is not None else default_cache(checkpoint)
-    cache = Cache(data)
+    cache = synth.cache(data)  # --data, else the one the run recorded, as serve and export take it
+    data = cache.path
     diff = [f"audio.{k}: {getattr(cache.audio_cfg, k)} in the cache, {getattr(synth.cfg.audio, k)} "
             "in the model" for k in MEL_KEYS if getattr(cache.audio_cfg, k) != getattr(synth.cfg.audio, k)]
     if diff:
@@ -50,8 +46,7 @@ def evaluate_checkpoint(checkpoint, data=None, out="eval", vocoder=None, limit: 
     log(f"evaluating {len(chosen)} {which} sentence(s) in the voices of {data} with "
         f"{synth.meta['path']}, mels to audio through {synth.to_wave.name}")
     listener = Listener(asr_model, threads=torch.get_num_threads())
-    result = evaluate(synth, cache, chosen, listener,
-                      seed=seed, log=log, trained_voices=trained_voices(synth.meta))
+    result = evaluate(synth, cache, chosen, listener, seed=seed, trained_voices=trained_voices(synth.meta))
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
             "split": split, "sentences_file": None if sentences is None else str(sentences),
             "vocoder": synth.to_wave.name,

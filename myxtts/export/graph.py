@@ -13,8 +13,8 @@ for a voice of several speakers. Inside the graph:
    1 / length_scale gives in ``myxtts synthesize`` and ``serve``, frame for frame;
 3. the voice is a row of a table of reference-encoder latents, one per speaker, computed when
    exporting from each speaker's reference clip (the reference encoder is not in the graph);
-4. the mel, cut to its length as :class:`myxtts.vocode.MelToWave` cuts it, goes through the
-   run's vocoder with its inverse STFT in plain operators (:mod:`myxtts.export.istft`).
+4. the mel, cut to its length, goes through the run's vocoder as :class:`myxtts.vocode.MelToWave`
+   sends it (:func:`myxtts.vocode.pad_and_cut`), with its inverse STFT in plain operators (:mod:`myxtts.export.istft`).
 
 ``noise_scale`` and ``noise_w`` are read and ignored: the duration decoder samples nothing.
 Outputs: ``output`` (B, 1, S) in [-1, 1]; ``durations`` (B, N), frames per input id (0 for
@@ -23,14 +23,12 @@ those dropped), the alignment Piper's runtime multiplies by ``hop_length``; and 
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from myxtts import audio
 from myxtts.models.layers import length_mask
 from myxtts.text import PAD_ID
+from myxtts.vocode import pad_and_cut
 
 
 class PiperGraph(nn.Module):
@@ -66,13 +64,9 @@ class PiperGraph(nn.Module):
         text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
         lat = self.latents[sid] if sid is not None else self.latents[:1].expand(ids.shape[0], -1, -1)  # (B, K, d)
         mel, lens, dur, _ = self.decoder.decode_at_pace(text, lat, text_mask, scales[1], self.max_frames)
-        # As MelToWave: the mel cut to its length, padded with silence to the frames the
-        # vocoder's STFT framing needs at least.
         t = lens.max()
         mel = mel[:, :t]  # (B, T', M)
-        short = torch.full_like(mel[:, :1], math.log(audio.LOG_FLOOR)).expand(-1, self.min_frames, -1)
-        padded = torch.cat([mel, short], dim=1)[:, :torch.maximum(t, torch.tensor(self.min_frames))]
-        wav = self.vocoder(padded)[:, :t * self.hop]  # (B, S)
+        wav = pad_and_cut(self.vocoder, mel, t, self.min_frames, self.hop)  # (B, S): as MelToWave vocodes
         wav = wav * length_mask(lens * self.hop, wav.shape[1]).to(wav.dtype)  # silence past each row's end
         # Frames per input id: each token's frames at its input position, 0 for those dropped.
         per_id = torch.zeros(ids.shape, dtype=torch.float32).scatter(1, order, dur.float())  # (B, N)

@@ -2,13 +2,14 @@
 
 What goes in: the weights :meth:`myxtts.rundir.RunDir.choose_weights` picks (the lowest
 held-out WER of the periodic evaluation where it ran), the run's own trained vocoder (a run
-without one is refused: Griffin-Lim has no place in a graph), and the voices, made as
-``myxtts serve`` makes them (:mod:`myxtts.voice`): every speaker of the cache the run trained on
-(``--data``), each from its first utterance, and each ``--voice NAME=FOLDER`` from all the clips
-of its folder. Without either, the voice is the model's neutral voice.
+without one is refused: Griffin-Lim has no place in a graph), and the voices the loaded run
+lists for ``myxtts serve`` too (:meth:`myxtts.infer.Synthesizer.voices`): every speaker of the
+cache the run trained on (``--data``, else the one it recorded), each from its first utterance,
+each ``--voice NAME=FOLDER`` from all the clips of its folder, and the neutral voice last.
 
 After writing, the graph is run in onnxruntime on a sentence at three paces and compared with
-:func:`myxtts.speak.speak` on the same text, voice and pace; the figures are printed and returned.
+:meth:`myxtts.infer.Synthesizer.synthesize` on the same text, voice and pace; the figures are
+printed and returned.
 """
 from __future__ import annotations
 
@@ -30,8 +31,7 @@ from myxtts.export.phonemes import PhonemeMap, build, coverage
 from myxtts.files import atomic_write
 from myxtts.infer import Synthesizer
 from myxtts.rundir import RunDir
-from myxtts.text import Vocabulary
-from myxtts.voice import CLIP_SUFFIXES, Voice, cache_voices, clips, from_folder, neutral
+from myxtts.voice import CLIP_SUFFIXES, NEUTRAL, Voice, clips, from_folder
 
 OPSET = 17
 INPUTS = ["input", "input_lengths", "scales"]  # + "sid" for several speakers
@@ -139,13 +139,13 @@ def run_onnx(sess, ids: list[int], sid: int | None = None, length_scale: float =
 
 def parity(sess, synth: Synthesizer, pmap: PhonemeMap, voice: Voice, multi: bool,
            sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
-    """ONNX at each of ``PACES`` against :func:`speak` at the same pace (``speed`` =
+    """ONNX at each of ``PACES`` against ``synthesize`` at the same pace (``speed`` =
     1 / ``length_scale``) on ``sentence`` in ``voice`` → the worst (mel mean absolute error,
     largest audio difference); frames that differ are an error."""
-    ids = pmap.ids_of_tokens(synth.text.encode(sentence, warn=lambda _: None))
+    ids = pmap.ids_of_tokens(synth.encode(sentence))
     worst = (0.0, 0.0)
     for scale in PACES:
-        (spoken,) = synth.speak([sentence], voice.reference, speed=1.0 / scale, say=lambda _: None)
+        (spoken,) = synth.synthesize([sentence], voice, speed=1.0 / scale)
         wav, _, mel = run_onnx(sess, ids, 0 if multi else None, length_scale=scale)
         if mel.shape != tuple(spoken.mel.shape):
             raise RuntimeError(f"at length_scale {scale:g} the exported graph made {mel.shape[0]} frames "
@@ -166,18 +166,13 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     model, cfg, text, to_wave = synth.model, synth.cfg, synth.text, synth.to_wave
     symbols = text.vocab.symbols
     say(f"vocoder: {to_wave.name}")
-    cache = None
-    if data is not None:
-        from myxtts.data.cache import Cache
-
-        cache = Cache(data)
-        if cache.vocab != Vocabulary(symbols):
-            raise UserError(f"--data {data}: not the cache this run trained on (another vocabulary)")
+    cache = synth.cache(data, required=False)
+    if cache is not None and cache.vocab != text.vocab:
+        raise UserError(f"--data {cache.path}: not the cache this run trained on (another vocabulary)")
+    listed = synth.voices(cache)  # as serve lists them
     chosen = [dataclasses.replace(v, name=voice_json.check_name(v.name), source=f"{cache.path}, {v.source}")
-              for v in cache_voices(cache, cfg)] if cache is not None else []
-    chosen += [folder_voice(name, folder, cfg, say) for name, folder in asked]
-    if not chosen:
-        chosen = [neutral(cfg)]
+              for v in listed if v.name != NEUTRAL]
+    chosen += [folder_voice(name, folder, cfg, say) for name, folder in asked] + listed[-1:]
     names = [v.name for v in chosen]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

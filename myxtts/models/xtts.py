@@ -11,7 +11,7 @@
 The decoder is picked once, from ``model.decoder`` (DECODERS), and from then on used through
 the protocol both implement, with memory (B, Tk, d) = [text (n_text) ; latents] and its mask.
 With ``model.speaker_embedding=ge2e`` the latents end with the reference's GE2E embedding
-(:mod:`myxtts.speaker`, frozen, computed outside the model) projected to d: XTTS's speaker
+(:mod:`myxtts.speaker_encoder`, frozen, computed outside the model) projected to d: XTTS's speaker
 embedding beside its perceiver latents, so a voice is placed by an encoder that heard thousands.
 The decoders read the latents as they come, K or K+1 (K below).
 
@@ -45,7 +45,7 @@ from myxtts.models.losses import attention_diagonality, speaker_contrast
 from myxtts.models.mel_decoder import MelDecoder, normalize_mel
 from myxtts.models.reference_encoder import ReferenceEncoder
 from myxtts.models.text_encoder import TextEncoder
-from myxtts.speaker import DIM as SPEAKER_DIM
+from myxtts.speaker_encoder import DIM as SPEAKER_DIM
 
 DECODERS = {"autoregressive": MelDecoder, "duration": DurationDecoder}  # by model.decoder
 
@@ -59,7 +59,7 @@ class XTTS(nn.Module):
         super().__init__()
         if cfg.speaker_embedding not in ("none", "ge2e"):  # auto resolves before a model is built
             raise ValueError(f"model.speaker_embedding={cfg.speaker_embedding!r}: resolve it first "
-                             "(myxtts.speaker.resolve_setting)")
+                             "(myxtts.speaker_encoder.resolve_setting)")
         self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
         self.text_encoder = TextEncoder(cfg, n_vocab)
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)

@@ -23,7 +23,7 @@ import torch
 
 from myxtts.data.dataset import ref_len_for
 from myxtts.models.xtts import XTTS, count_parameters
-from myxtts.speaker import DIM as SPEAKER_DIM
+from myxtts.speaker_encoder import DIM as SPEAKER_DIM
 
 # (label, dense bf16 TFLOP/s, test on the lower-cased device name), first match wins. Names as
 # torch.cuda.get_device_name reports them: "NVIDIA H100 80GB HBM3" (SXM), "NVIDIA H100 PCIe",

@@ -2,12 +2,13 @@
 
 A request is a :class:`Job`: a voice, a speed and its sentences (all at once, or, for streamed
 text, as they arrive), each read into token ids once, when it is checked on arrival
-(:meth:`Engine.sentences`). One worker thread loops:
+(:meth:`Engine.sentences`: the run's own :meth:`~myxtts.infer.Synthesizer.sentences`
+and :meth:`~myxtts.infer.Synthesizer.encode`). One worker thread loops:
 
 1. every job whose previous sentence has been sent whole and that has another one gives it; these
-   sentences are spoken together through the run's :meth:`myxtts.infer.Synthesizer.speak`, which
-   sorts them by length and decodes up to ``max_batch`` at a time (1: no batching, each sentence
-   decoded alone);
+   sentences' ids are spoken together through the run's :meth:`myxtts.infer.Synthesizer.speak_ids`,
+   the layer ``synthesize`` speaks through, which sorts them by length and decodes up to
+   ``max_batch`` at a time (1: no batching, each sentence decoded alone);
 2. every job with a spoken sentence gets its next piece of audio (:mod:`myxtts.serve.pieces`),
    the pieces of all jobs vocoded together where their windows are of one length: the first
    piece of a request is short, so new requests hear something at once, and no request waits
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from myxtts.errors import UserError
-from myxtts.infer import PAUSE_SECONDS
 from myxtts.serve import pieces, timings
 from myxtts.text import echo
 
@@ -93,7 +93,7 @@ class Engine:
         self.synth, self.max_batch, self.max_jobs, self.log = synth, max_batch, max_jobs, log
         cfg = synth.cfg
         self.sample_rate, self.hop, self.r = cfg.audio.sample_rate, cfg.audio.hop_length, cfg.model.reduction
-        self.pause = np.zeros(round(PAUSE_SECONDS * self.sample_rate / self.hop) * self.hop, np.float32)
+        self.pause = synth.pause  # between a request's sentences, as synthesize joins them
         self.cond = threading.Condition()
         # espeak-ng (the phonemizer) is not thread-safe: requests reading their text take turns;
         # the worker reads no text (the sentences come encoded), so decoding needs no turn
@@ -113,7 +113,7 @@ class Engine:
         with self.text_lock:
             for s in self.synth.sentences(text):
                 if any(c.isalnum() for c in s):
-                    out.append(Sentence(s, tuple(self.synth.text.encode(s, warn=lambda m: None, normalized=True))))
+                    out.append(Sentence(s, self.synth.encode(s, normalized=True)))
         if not out:
             raise UserError(f"{field_name} has nothing speakable: {echo(text)}")
         return out
@@ -185,9 +185,8 @@ class Engine:
         for speed in sorted({j.speed for j, _ in starting}):
             group = [(j, t) for j, t in starting if j.speed == speed]
             try:  # no text is read here: requests go on checking theirs while this decodes
-                spoken = s.speak([t.text for _, t in group], [j.voice.reference for j, _ in group],
-                                 speed=speed, batch_size=self.max_batch, normalized=True, vocode=False,
-                                 encoded=[t.ids for _, t in group], say=lambda m: None)
+                spoken = s.speak_ids([t.ids for _, t in group], [j.voice.reference for j, _ in group],
+                                     speed=speed, batch_size=self.max_batch, vocode=False)
             except Exception as e:  # one bad batch must not stop the server
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:

@@ -5,8 +5,9 @@ The page speaks through the OpenAI API the server already answers (``stream_form
 pieces it plays as they arrive, and the words it highlights as they are spoken). What it needs
 beyond that API is added here, under ``/v1/`` so ``--api-key`` guards it as it guards the rest:
 
-- ``GET /v1/status``: the run served (its folder, the weights chosen and why, their step, the
-  periodic evaluation's figures for them) and the live load (requests in flight, first-audio
+- ``GET /v1/status``: the run served, as the loaded run says it
+  (:attr:`myxtts.infer.Synthesizer.about`: its folder, the weights chosen and why, their step,
+  the periodic evaluation's figures for them) and the live load (requests in flight, first-audio
   latency p50 over the last minute), the formats and the upload limits;
 - ``GET /v1/audio/voices/{name}/reference``: a voice's reference as the model hears it (its mel
   through the server's vocoder), as WAV;
@@ -24,31 +25,11 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from myxtts.rundir import RunDir, choose_weights
 from myxtts.serve import encode, uploads
 from myxtts.serve.openai_api import error
-from myxtts.train.log import read_metrics
 
 STATIC = Path(__file__).parent / "static"
 LOAD_WINDOW_S = 60.0
-EVAL_FIGURES = ("eval_wer", "eval_cer", "eval_speaker_cosine", "eval_dnsmos_ovrl")
-
-
-def run_info(checkpoint, step: int | None, weights_step: int | None) -> dict:
-    """What the page says about the run served: the weights :func:`choose_weights` picks (the
-    engine loaded them by the same call), why, and the evaluation figures logged for their step."""
-    weights, why = choose_weights(checkpoint, step)
-    run = RunDir.of(weights)
-    info = {"folder": (run.path if run else weights.parent).name, "weights": weights.name if run is None
-            else str(weights.relative_to(run.path)), "why": why, "step": weights_step, "eval": None}
-    records = read_metrics(run.path) if run is not None else []
-    trained = [r["step"] for r in records if r.get("loss") is not None]
-    info["steps_trained"] = max(trained) if trained else None
-    evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == weights_step]
-    if evals:
-        info["eval"] = {k: evals[-1][k] for k in EVAL_FIGURES if evals[-1].get(k) is not None}
-    info["report_path"] = str(run.report) if run is not None else None  # written when training ends
-    return info
 
 
 def load(engine, now: float | None = None) -> dict:
@@ -60,15 +41,14 @@ def load(engine, now: float | None = None) -> dict:
             "first_audio_p50_ms": round(p50, 1) if p50 is not None else None}
 
 
-def add_page(app: FastAPI, engine, voices, checkpoint, step: int | None = None, voices_dir=None,
-             key_required: bool = False, log=print) -> None:
+def add_page(app: FastAPI, engine, voices, voices_dir=None, key_required: bool = False, log=print) -> None:
     """The page and its endpoints, on the app :func:`~myxtts.serve.openai_api.create_app` made.
     ``key_required``: the page asks for the API key before its first call, instead of after a 401."""
     index = (STATIC / "index.html").read_text(encoding="utf-8")
     if key_required:
         index = index.replace("<body>", '<body data-key="required">', 1)
     script = (STATIC / "page.js").read_text(encoding="utf-8")
-    run = run_info(checkpoint, step, engine.synth.meta.get("step"))
+    run = dict(engine.synth.about)  # the loaded run's weights, why, and their evaluation
     report_path = run.pop("report_path")
     report = Path(report_path) if report_path else None
     if voices_dir is None:  # uploads live as long as the server: a folder of its own, removed at exit

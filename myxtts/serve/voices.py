@@ -13,33 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from myxtts import speak
-from myxtts.errors import UserError
-from myxtts.voice import CLIP_SUFFIXES, NEUTRAL, Voice, cache_voices, from_folder, inside, neutral
+from myxtts.voice import CLIP_SUFFIXES, NEUTRAL, Voice
 
-__all__ = ["CLIP_SUFFIXES", "NEUTRAL", "Voice", "Voices", "folder_voices", "load_voices", "training_speakers"]
-
-
-def training_speakers(cache_path: Path, cfg, say=None) -> list[Voice]:
-    """One voice per speaker of the prepared cache at ``cache_path``."""
-    from myxtts.data.cache import Cache
-
-    return cache_voices(Cache(cache_path), cfg)
-
-
-def folder_voices(folder: Path, cfg, say) -> list[Voice]:
-    """One voice per sub-folder of ``folder`` holding readable clips; the rest are skipped, saying why."""
-    root = folder.resolve()
-    if not root.is_dir():
-        raise UserError(f"--voices {folder}: not a folder")
-    out = []
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not inside(sub, root):
-            say(f"note: voice {sub.name} skipped: it leads outside {folder}")
-            continue
-        v = from_folder(sub.name, sub, cfg, say, root=root)
-        if v is not None:
-            out.append(v)
-    return out
+__all__ = ["CLIP_SUFFIXES", "NEUTRAL", "Voice", "Voices", "load_voices"]
 
 
 class Voices:
@@ -69,11 +45,9 @@ class Voices:
                  "reference_seconds": round(v.reference.frames * hop_seconds, 2)} for v in self.by_name.values()]
 
 
-def load_voices(model, cfg, cache: Path | None, folder: Path | None, say) -> Voices:
-    """Cache speakers (from ``cache``), then the folders of ``folder``, then ``neutral``, each
-    with its conditioning latents computed once (:func:`myxtts.speak.with_latents`)."""
-    found = training_speakers(cache, cfg, say) if cache is not None else []
-    if folder is not None:
-        found += folder_voices(folder, cfg, say)
-    found.append(neutral(cfg))
-    return Voices([Voice(v.name, v.source, speak.with_latents(model, v.reference)) for v in found])
+def load_voices(synth, data: Path | None, folder: Path | None) -> Voices:
+    """The voices of the run ``synth`` (:meth:`myxtts.infer.Synthesizer.voices`: cache speakers,
+    the folders of ``folder``, ``neutral``), each with its conditioning latents computed once
+    (:func:`myxtts.speak.with_latents`)."""
+    return Voices([Voice(v.name, v.source, speak.with_latents(synth.model, v.reference))
+                   for v in synth.voices(data, folder)])

@@ -104,7 +104,15 @@ class TextProcessor:
         self.cfg, self.vocab = cfg, vocab
         self._phonemize = _phonemizer(cfg.language) if cfg.mode == "phonemes" else None
 
-    def normalize(self, text: str) -> str:
+    def language(self, language: str | None = None) -> str:
+        """The language text is read in: ``language`` where given, which must be the one the
+        model was trained on (``text.language``, the only one a run has today)."""
+        if language is not None and language != self.cfg.language:
+            raise UserError(f"language {language}: this model reads {self.cfg.language} only")
+        return self.cfg.language
+
+    def normalize(self, text: str, language: str | None = None) -> str:
+        self.language(language)
         return normalize(text, lowercase=self.cfg.lowercase, expand_numbers=self.cfg.expand_numbers)
 
     def _raw_symbols(self, text: str, normalized: bool = False) -> tuple[str, list[str]]:
@@ -128,8 +136,9 @@ class TextProcessor:
         return list(" ".join("".join(kept).split())), unknown
 
     def encode(self, text: str, warn: Callable[[str], None] | None = None,
-               normalized: bool = False) -> list[int]:
-        """Ids of one sentence, end-of-sentence appended (``normalized``: as in :meth:`symbols`).
+               normalized: bool = False, language: str | None = None) -> list[int]:
+        """Ids of one sentence, end-of-sentence appended (``normalized``: as in :meth:`symbols`;
+        ``language``: as in :meth:`language`).
 
         With ``warn`` (a callable taking a message), symbols the vocabulary lacks are read as
         their nearest known symbol and reported through it; letters with no known stand-in are
@@ -137,6 +146,7 @@ class TextProcessor:
         """
         if self.vocab is None:
             raise RuntimeError("encode needs a vocabulary")
+        self.language(language)
         known = self.vocab.index
         if warn is None:
             syms, unknown = self.symbols(text, normalized)

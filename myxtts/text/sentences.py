@@ -1,9 +1,9 @@
 """Split normalised text into sentences short enough for the decoder to finish.
 
-An autoregressive decoder is trained on single utterances of a few seconds and cut off at
-``model.max_decoder_steps``; a paragraph given as one utterance runs into that cap and loses its
-end. Synthesis therefore speaks each sentence on its own and joins them with a short pause.
-A sentence longer than ``max_chars`` is split further at clause punctuation, then between words.
+Synthesis speaks each sentence on its own and joins them with a short pause. An
+autoregressive decoder is trained on single utterances of a few seconds and cut off at
+``model.max_decoder_steps``, so for it a sentence longer than ``max_chars`` is split further:
+at clause punctuation first, between words only where a clause alone is longer.
 """
 from __future__ import annotations
 
@@ -45,12 +45,12 @@ def _pack(pieces: list[str], max_chars: int) -> list[str]:
     return out
 
 
-def split_sentences(text: str, max_chars: int) -> list[str]:
+def split_sentences(text: str, max_chars: int | None = None) -> list[str]:
     """Normalised text → its sentences, each at most ``max_chars`` characters where that can be
-    done between words (a single longer word is kept whole)."""
+    done between words (a single longer word is kept whole); None: sentences are kept whole."""
     parts: list[str] = []
     for sentence in _cut_after(text.strip(), _SENTENCE_END, _real_sentence_end):
-        if len(sentence) <= max_chars:
+        if max_chars is None or len(sentence) <= max_chars:
             parts.append(sentence)
             continue
         clauses = _pack(_cut_after(sentence, _CLAUSE_END, lambda t, m: True), max_chars)

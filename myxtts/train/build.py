@@ -24,7 +24,7 @@ from myxtts.errors import UserError
 from myxtts.models.monotonic import run_on_host
 from myxtts.models.vocoder import build_generator
 from myxtts.models.xtts import XTTS
-from myxtts.speaker import resolve_setting
+from myxtts.speaker_encoder import resolve_setting
 from myxtts.train import distributed as D
 from myxtts.train import sizing as S
 from myxtts.train.batches import Batches

@@ -1,7 +1,7 @@
 """Periodic samples during training: one fixed sentence, spoken in a held-out voice, written as
 a wav (through the run's own vocoder once ``RUN/vocoder`` holds one, else Griffin-Lim: a quick
 listen, not vocoder quality), a mel image and an alignment image. Spoken as ``synthesize`` and
-``eval`` speak (:meth:`myxtts.infer.Synthesizer.speak`)."""
+``eval`` speak (:meth:`myxtts.infer.Synthesizer.synthesize`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +27,8 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     except UserError:  # the corpus lacks some letter of the sentence: use a held-out text
         sentence = cache.index.text[held_out]
     to_wave = vocode.load(cfg.audio, checkpoint=run, device=next(core.parameters()).device)
-    synth = Synthesizer.of(core, cfg, tp, to_wave)
-    (spoken,) = synth.speak([sentence], reference_from_cache(cache, held_out, cfg), say=lambda _: None)
+    synth = Synthesizer.of(core, cfg, tp, to_wave, log=lambda _: None)
+    (spoken,) = synth.synthesize([sentence], reference_from_cache(cache, held_out, cfg))
     mel, wav = spoken.mel, spoken.wav
     write_text(out / "vocoder.txt", to_wave.name + "\n")
     paths = {"wav": out / "sample.wav"}

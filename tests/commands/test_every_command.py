@@ -356,16 +356,18 @@ def _bench_serve(w: World, tmp: Path) -> None:
 
 @row("export")
 def _export(w: World, tmp: Path) -> None:
-    """The run as a Piper voice: its cache's speaker and a clone of VOICE (the clips of its
-    folder), then Piper's own command speaking the clone, about as long as `synthesize` says it."""
+    """The run as a Piper voice: its cache's speaker, a clone of VOICE (the clips of its folder)
+    and the neutral voice, then Piper's own command speaking the clone, about as long as
+    `synthesize` says it."""
     voice = tmp / "voices" / "lj.onnx"
     assert w.vocoder.is_dir()  # RUN/vocoder: carried without being named
     r = ok(myxtts("export", "--checkpoint", w.run, "--format", "piper", "--data", w.cache,
                   "--voice", f"male={VOICE.parent}", "--out", voice))
     config = json.loads(voice.with_name("lj.onnx.json").read_text(encoding="utf-8"))
-    assert config["speaker_id_map"] == {"speaker": 0, "male": 1} and config["audio"]["sample_rate"] == SAMPLE_RATE
+    assert config["speaker_id_map"] == {"speaker": 0, "male": 1, "neutral": 2}  # the voices serve lists
+    assert config["audio"]["sample_rate"] == SAMPLE_RATE
     assert f"vocoder: {w.vocoder}" in r.stderr and "phoneme map coverage: 100.0 %" in r.stderr
-    assert f"{voice}\n" in r.stdout and "2 voice(s)" in r.stdout
+    assert f"{voice}\n" in r.stdout and "3 voice(s)" in r.stdout
     pytest.importorskip("piper")  # piper-tts (GPL-3.0): a test dependency, `make test` installs it
     said = tmp / "piper.wav"
     p = subprocess.run([sys.executable, "-m", "piper", "-m", str(voice), "-s", "1", "-f", str(said)],

@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from myxtts import speaker
+from myxtts import speaker_encoder as speaker
 from myxtts.config import load
 from myxtts.data import embeddings
 from myxtts.data.cache import Cache

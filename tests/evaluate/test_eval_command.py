@@ -122,7 +122,8 @@ class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with 
     def indices(self, split):
         return [i for i, v in enumerate(self.index.val) if v == (split == "val")]
 
-    by_speaker = Cache.by_speaker  # the rule itself, on these columns
+    by_speaker = Cache.by_speaker  # the rules themselves, on these columns
+    first_of_each_speaker = Cache.first_of_each_speaker
 
 
 def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():

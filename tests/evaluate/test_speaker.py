@@ -1,7 +1,7 @@
 import numpy as np
 
 from myxtts import audio
-from myxtts.speaker import cosine
+from myxtts.speaker_encoder import cosine
 
 from .conftest import SR, VOICES, lj_wav
 

@@ -16,7 +16,7 @@ SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 @pytest.fixture(scope="module")
 def exported(voice_run, clone_folder, tmp_path_factory):
-    """Both voices of the run: the cache's one speaker and a clone from a folder (so a sid)."""
+    """The run's voices: the cache's one speaker, a clone from a folder and neutral (so a sid)."""
     run, cache = voice_run
     out = tmp_path_factory.mktemp("voice") / "lj.onnx"
     said = []
@@ -32,10 +32,10 @@ def synth(voice_run):
 def test_what_it_says_it_wrote(exported):
     done, said = exported
     assert done.onnx.is_file() and done.config == done.onnx.with_name("lj.onnx.json")
-    assert [v.name for v in done.voices] == ["speaker", "slt"]
+    assert [v.name for v in done.voices] == ["speaker", "slt", "neutral"]  # as serve lists them
     assert any(line.startswith("weights: ") and "the newest checkpoint" in line for line in said)
     assert any(line.startswith("phoneme map coverage: 100.0 %") and "2 held-out" in line for line in said), said
-    # the export's own check: the graph in onnxruntime against speak()
+    # the export's own check: the graph in onnxruntime against synthesize()
     assert done.mel_mae < 1e-3 and done.wav_max_diff < 1e-3
 
 
@@ -53,14 +53,14 @@ def test_onnx_speaks_as_pytorch_speaks(exported, synth, clone_folder, voice_run,
     pmap = build(text.vocab.symbols)
     ids = pmap.ids_of_tokens(text.encode(SENTENCE, warn=lambda _: None))
     wav, durations, mel = run_onnx(session(done.onnx), ids, sid, length_scale=scale)
-    (spoken,) = synth.speak([SENTENCE], ref, speed=1 / scale, say=lambda _: None)
+    (spoken,) = synth.speak_ids([synth.encode(SENTENCE)], ref, speed=1 / scale)
     assert mel.shape == tuple(spoken.mel.shape) and mel.shape[0] * cfg.audio.hop_length == wav.size
     assert np.abs(mel - spoken.mel.numpy()).mean() < 1e-3
     assert np.abs(wav - np.clip(spoken.wav, -1, 1)).max() < 1e-4
     assert durations.sum() == mel.shape[0] and durations[0] == durations[1] == 0  # BOS, pad
     assert (durations[2::2][:-1] >= 1).all() and (durations[1::2] == 0).all()  # each phoneme, then a pad
     if scale == 1.0:  # and what `myxtts synthesize` writes
-        (res,) = synth.synthesize([SENTENCE], reference=ref)
+        (res,) = synth.synthesize([SENTENCE], voice=ref)
         assert res.wav.size == wav.size and np.abs(wav - np.clip(res.wav, -1, 1)).max() < 1e-4
 
 
@@ -113,7 +113,7 @@ def test_piper_loads_the_voice_and_speaks_with_alignments(exported):
     done, _ = exported
     raw = json.loads(done.config.read_text(encoding="utf-8"))
     cfg = PiperConfig.from_dict(raw)
-    assert cfg.num_speakers == 2 and cfg.speaker_id_map == {"speaker": 0, "slt": 1}
+    assert cfg.num_speakers == 3 and cfg.speaker_id_map == {"speaker": 0, "slt": 1, "neutral": 2}
     assert cfg.sample_rate == 22050 and cfg.hop_length == 256 and cfg.espeak_voice == "en-us"
     assert cfg.phoneme_type.value == "espeak" and cfg.num_symbols == len(set(i for v in cfg.phoneme_id_map.values()
                                                                               for i in v))

@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from myxtts.infer import Synthesizer
 from myxtts.models.mel_decoder import normalize_mel
 from myxtts.models.xtts import XTTS
-from myxtts.speak import Reference, neutral, speak, with_latents
+from myxtts.speak import Reference, neutral, with_latents
 from myxtts.text import TextProcessor, Vocabulary
 
 from .conftest import random_batch, still_model
@@ -113,18 +114,23 @@ def test_a_voice_conditioned_once_speaks_as_one_given_its_embedding_each_time():
     mel = torch.randn(120, cfg.audio.n_mels, generator=g) * 2 - 5
     ref = Reference(mel, embedding=unit(1, 4)[0])
     kept = with_latents(model, ref)
+    run = Synthesizer.of(model, cfg, tp, None, log=lambda _: None)
+
+    def speak(voice):
+        return run.speak_ids([run.encode(t) for t in TEXTS], voice, batch_size=2, vocode=False)
+
     K, d = cfg.model.n_latents, cfg.model.d_model
     assert kept.latents.shape == (K + 1, d) and torch.equal(kept.embedding, ref.embedding)
-    each = speak(model, cfg, tp, TEXTS, ref, None, batch_size=2)
-    once = speak(model, cfg, tp, TEXTS, kept, None, batch_size=2)
+    each = speak(ref)
+    once = speak(kept)
     for a, b in zip(each, once):
         assert a.mel.shape == b.mel.shape and torch.allclose(a.mel, b.mel, atol=1e-4)
     # speak hears the embedding: another one, another voice
-    other = speak(model, cfg, tp, TEXTS, Reference(mel, embedding=unit(1, 5)[0]), None, batch_size=2)
+    other = speak(Reference(mel, embedding=unit(1, 5)[0]))
     assert any(differ(a.mel, o.mel) for a, o in zip(each, other))
     # the neutral voice conditions on the zero embedding, latents or not
     voiceless = neutral(cfg)
     assert torch.equal(with_latents(model, voiceless).latents[K], torch.zeros(d))
-    for a, b in zip(speak(model, cfg, tp, TEXTS, voiceless, None, batch_size=2),
-                    speak(model, cfg, tp, TEXTS, with_latents(model, voiceless), None, batch_size=2)):
+    for a, b in zip(speak(voiceless),
+                    speak(with_latents(model, voiceless))):
         assert a.mel.shape == b.mel.shape and torch.allclose(a.mel, b.mel, atol=1e-4)

@@ -6,6 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
+import torch
 
 from myxtts.infer import Synthesizer
 from myxtts.serve import engine as engine_module
@@ -33,14 +34,14 @@ async def collect(job) -> list:
 
 def test_a_failing_batch_ends_only_its_own_requests(engine, monkeypatch):
     voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
-    real = engine.synth.speak
+    real = engine.synth.speak_ids
 
-    def speak(texts, *args, **kwargs):
-        if any("boom" in t for t in texts):
+    def speak_ids(ids, voice, **kwargs):
+        if kwargs.get("speed") == 2.0:  # the batch of "Say boom now." alone
             raise RuntimeError("boom")
-        return real(texts, *args, **kwargs)
+        return real(ids, voice, **kwargs)
 
-    monkeypatch.setattr(engine.synth, "speak", speak)
+    monkeypatch.setattr(engine.synth, "speak_ids", speak_ids)
 
     async def go():
         bad = engine.submit(voice, 2.0, engine.sentences("Say boom now."), chars=13)  # its own speed: its own batch
@@ -95,3 +96,25 @@ def test_a_request_is_read_once_and_decoding_takes_no_turn_on_the_phonemizer(eng
         events = asyncio.run(go())
     assert events[-1].kind == "done" and any(e.kind == "audio" for e in events)
     assert len(reads) == 2  # speaking read nothing again
+
+
+def test_a_served_sentence_is_the_mel_synthesize_makes(engine, monkeypatch):
+    """The server reads and speaks a text through the run's own layers, so its mel is the one
+    ``synthesize`` makes for the same text, voice and seed, frame for frame."""
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+    real, made = engine.synth.speak_ids, []
+
+    def speak_ids(ids, voices, **kwargs):
+        made.extend(real(ids, voices, **kwargs))
+        return made[-len(ids):]
+
+    monkeypatch.setattr(engine.synth, "speak_ids", speak_ids)
+    text = "The printers of the fifteenth century were artists."
+
+    async def go():
+        return await collect(engine.submit(voice, 1.0, engine.sentences(text), chars=len(text)))
+
+    assert asyncio.run(go())[-1].kind == "done"
+    monkeypatch.undo()
+    (said,) = engine.synth.synthesize([text], voice)
+    assert said.parts == len(made) == 1 and torch.equal(made[0].mel, said.mel)

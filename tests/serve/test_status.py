@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from myxtts.serve.page import LOAD_WINDOW_S, load, run_info
+from myxtts.infer import about_weights
+from myxtts.rundir import choose_weights
+from myxtts.serve.page import LOAD_WINDOW_S, load
 
 
 def test_the_run_is_named_with_its_weights_why_and_their_evaluation(tmp_path):
@@ -16,12 +18,12 @@ def test_the_run_is_named_with_its_weights_why_and_their_evaluation(tmp_path):
     lines += [{"step": 100, "loss": None, "eval_wer": 0.25, "eval_speaker_cosine": 0.8, "eval_dnsmos_ovrl": 2.9},
               {"step": 200, "loss": None, "eval_wer": 0.4, "eval_speaker_cosine": 0.9}]
     (run / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n{\"step\": 2")  # a line cut short
-    info = run_info(run, None, 100)
+    info = about_weights(*choose_weights(run), 100)  # what the loaded run says of its weights
     assert info["folder"] == "lj-run" and info["weights"] == "checkpoints/step-00000100/model.safetensors"
     assert info["why"].startswith("step 100: the lowest held-out WER") and info["steps_trained"] == 200
     assert info["eval"] == {"eval_wer": 0.25, "eval_speaker_cosine": 0.8, "eval_dnsmos_ovrl": 2.9}
     assert info["report_path"] == str(run.resolve() / "report.html")
-    asked = run_info(run, 200, 200)  # --step 200: its own figures, without DNSMOS it did not measure
+    asked = about_weights(*choose_weights(run, 200), 200)  # --step 200: its own figures, no DNSMOS
     assert asked["why"] == "step 200, as asked" and asked["eval"] == {"eval_wer": 0.4, "eval_speaker_cosine": 0.9}
 
 

@@ -171,7 +171,7 @@ def test_speaker_embedding_auto_is_resolved_once_and_the_model_file_keeps_which(
     """auto is ge2e where the GE2E encoder's weights are installed, else none, said in the plan's
     notes; the plan keeps it (a resume does not resolve it again) and applies it, so the model
     files a run writes (its config: ``plan.apply``) hold the resolved value, never auto."""
-    from myxtts import speaker
+    from myxtts import speaker_encoder as speaker
     from myxtts.config import load
     from myxtts.errors import UserError
     from myxtts.train.build import resolve_plan
