@@ -25,7 +25,8 @@ from functools import lru_cache
 
 from myxtts.errors import UserError
 from myxtts.text import german, persian
-from myxtts.text import normalize as english
+from myxtts.text.normalize import clean_unicode, expand_english
+from myxtts.text.normalize import normalize as normalize_english
 from myxtts.text.phonemes import espeak_voices
 
 # Punctuation of other scripts as the ASCII mark of the same pause or tone. NFKC (run first)
@@ -57,7 +58,7 @@ class Language:
 
 
 _REGISTRY = {
-    "en": Language("en", english.expand_english),
+    "en": Language("en", expand_english),
     "fa": Language("fa", persian.expand, letters=persian.LETTERS, keep=persian.ZWNJ),
     "de": Language("de", german.expand),
 }
@@ -94,7 +95,7 @@ def language_of(code: str) -> Language:
         return Language(base, _cardinals(name))
     if code in (espeak_voices() or ()):
         return Language(base, None)
-    raise UserError(f"unknown language {code!r} (text.language): neither espeak-ng nor the "
+    raise UserError(f"unknown language code {code!r}: neither espeak-ng nor the "
                     f"number reader knows it; give a code such as 'en-us', 'fa' or 'de'")
 
 
@@ -108,8 +109,8 @@ def normalize(text: str, language: str = "en-us", *, lowercase: bool = True,
     """``text`` as its language's reader says it, before symbols or phonemes are taken."""
     lang = language_of(language)
     if lang.name == "en":  # exactly the English normaliser, abbreviations, acronyms and all
-        return english.normalize(text, lowercase=lowercase, expand_numbers=expand_numbers)
-    text = english.clean_unicode(text, keep=lang.keep)
+        return normalize_english(text, lowercase=lowercase, expand_numbers=expand_numbers)
+    text = clean_unicode(text, keep=lang.keep)
     text = text.translate(str.maketrans({**SCRIPT_PUNCT, **lang.letters}))
     if expand_numbers:
         text = ascii_digits(text)

@@ -65,10 +65,11 @@ def phonemizer(language: str) -> Callable[[str], str]:
     backend_class = _load_espeak()
     voices = espeak_voices() or frozenset()
     if language not in voices:
-        near = difflib.get_close_matches(language, sorted(voices), n=3)
+        near = ([v for v in sorted(voices) if v.startswith(language.lower() + "-")][:3]
+                or difflib.get_close_matches(language, sorted(voices), n=3))  # fr: fr-fr
         hint = f" (close: {', '.join(near)})" if near else ""
         raise UnsupportedLanguage(
-            f"espeak-ng has no voice for text.language={language!r}{hint}: "
+            f"espeak-ng has no voice for language {language!r}{hint}: "
             f"set text.mode=characters to read it letter by letter")
     backend = backend_class(language, preserve_punctuation=True, with_stress=True,
                             language_switch="remove-flags")
