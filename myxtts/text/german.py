@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from myxtts.text.numbers import say_number
+
 _MONTHS = ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September",
            "Oktober", "November", "Dezember"]
 _ABBREVIATIONS = [("z. B.", "zum Beispiel"), ("d. h.", "das heißt"), ("u. a.", "unter anderem"),
@@ -40,9 +42,7 @@ _NUMBER = re.compile(r"\d+")
 
 
 def words(n: int, to: str = "cardinal") -> str:
-    from num2words import num2words  # imported on first use: only non-English text needs it
-
-    return num2words(n, lang="de", to=to)
+    return say_number(n, "de", to)
 
 
 def _before_noun(n: int) -> str:

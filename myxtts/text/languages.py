@@ -12,13 +12,13 @@ language gets, in order:
 - digits of any script (``۰-۹``, ``٠-٩``) as ASCII ones, so one number reader serves them all;
 - numbers (and, for the languages with a module of their own, dates, times, money, ordinals,
   abbreviations) in the language's words: :mod:`myxtts.text.persian`, :mod:`myxtts.text.german`,
-  and num2words' cardinals for any other language it knows. Where num2words knows no words for
-  the language, digits stay digits and espeak-ng reads them in its voice (phoneme mode only).
+  and num2words' cardinals for any other language it knows (:mod:`myxtts.text.numbers`). Where
+  num2words knows no words for the language, digits stay digits and espeak-ng reads them in its
+  voice (phoneme mode only).
 """
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,6 +27,7 @@ from myxtts.errors import UserError
 from myxtts.text import german, persian
 from myxtts.text.normalize import clean_unicode, expand_english
 from myxtts.text.normalize import normalize as normalize_english
+from myxtts.text.numbers import ascii_digits, cardinals, num2words_name
 from myxtts.text.phonemes import espeak_voices
 
 # Punctuation of other scripts as the ASCII mark of the same pause or tone. NFKC (run first)
@@ -38,7 +39,6 @@ SCRIPT_PUNCT = {
     "\u3002": ".", "\u3001": ",",  # CJK full stop and enumeration comma: 。、
     "\u300c": '"', "\u300d": '"', "\u300e": '"', "\u300f": '"',  # CJK quotes 「」『』
 }
-_DIGIT = re.compile(r"\d")
 _SPACES = re.compile(r"\s+")
 
 
@@ -64,44 +64,19 @@ _REGISTRY = {
 }
 
 
-def _num2words_name(code: str) -> str | None:
-    """num2words' name for a language code ("pt-br" → "pt_BR", "fr-be" → "fr_BE", "ar" → "ar"),
-    or None where it has no words for it."""
-    from num2words import CONVERTER_CLASSES
-
-    base, _, region = code.replace("_", "-").partition("-")
-    for name in (f"{base.lower()}_{region.upper()}" if region else "", base.lower()):
-        if name in CONVERTER_CLASSES:
-            return name
-    return None
-
-
-def _cardinals(name: str) -> Callable[[str], str]:
-    def expand(text: str) -> str:
-        from num2words import num2words
-
-        return re.sub(r"\d+", lambda m: num2words(int(m.group(0)), lang=name), text)
-    return expand
-
-
 @lru_cache(maxsize=64)
 def language_of(code: str) -> Language:
     """The reader of language ``code``, or one line naming a code nobody here knows."""
     base = code.replace("_", "-").split("-")[0].lower()
     if base in _REGISTRY:
         return _REGISTRY[base]
-    name = _num2words_name(code)
+    name = num2words_name(code)
     if name is not None:
-        return Language(base, _cardinals(name))
+        return Language(base, cardinals(name))
     if code in (espeak_voices() or ()):
         return Language(base, None)
     raise UserError(f"unknown language code {code!r}: neither espeak-ng nor the "
                     f"number reader knows it; give a code such as 'en-us', 'fa' or 'de'")
-
-
-def ascii_digits(text: str) -> str:
-    """"۱۴۰۳" and "١٤٠٣" → "1403": digits of every script read as numbers alike."""
-    return _DIGIT.sub(lambda m: str(unicodedata.digit(m.group(0))), text)
 
 
 def normalize(text: str, language: str = "en-us", *, lowercase: bool = True,

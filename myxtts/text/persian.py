@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from myxtts.text.numbers import say_number
+
 ZWNJ = "\u200c"  # zero-width non-joiner: "کتاب‌ها", a boundary inside a word that espeak-ng hears
-# Arabic yeh, alef maksura and kaf typed for Persian's own letters read as those; the kashida
-# only stretches a word on the page.
+# Arabic yeh, alef maksura and kaf typed (on an Arabic keyboard) for Persian's own letters.
 LETTERS = {"\u064a": "\u06cc", "\u0649": "\u06cc", "\u0643": "\u06a9"}
 
 _SOLAR_MONTHS = ["فروردین", "اردیبهشت", "خرداد", "تیر", "مرداد", "شهریور", "مهر", "آبان", "آذر",
@@ -36,9 +37,7 @@ _NUMBER = re.compile(_AMOUNT)
 
 
 def words(n: int) -> str:
-    from num2words import num2words  # imported on first use: only non-English text needs it
-
-    return num2words(n, lang="fa")
+    return say_number(n, "fa")
 
 
 def ordinal(n: int) -> str:

@@ -4,6 +4,8 @@ import re
 from collections import Counter
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from myxtts.config import TextConfig
 from myxtts.errors import UserError
@@ -130,3 +132,25 @@ def test_a_language_espeak_ng_lacks_reads_as_characters_and_phonemes_say_so():
     with pytest.raises(UserError, match="no voice for language 'tet'.*text.mode=characters") as err:
         TextProcessor(TextConfig(mode="phonemes", language="tet"))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("language", ["fa", "de", "es"])
+def test_a_number_too_long_to_name_is_read_digit_by_digit(language):
+    said = normalize("۱" * 40, language)
+    assert not re.search(r"\d", said) and len(said.split()) >= 40
+
+
+@given(st.text(alphabet=st.sampled_from("0123456789۰۱۲۵٫٬٪،؛؟.,:/-%€$ ابپتکیمه\u200cMaiUhrz. B"),
+               max_size=30))
+@example("1403/13/40 31.02. 99:99 3,-- €")
+@settings(max_examples=200, deadline=None)
+def test_any_persian_or_german_text_is_spoken_or_refused_in_one_line(text):
+    for language in ("fa", "de"):
+        tp = TextProcessor(TextConfig(mode="characters", language=language),
+                           Vocabulary.build(Counter("abcdefghijklmnopqrstuvwxyzäöüß ,.?;!\"")))
+        try:
+            ids = tp.encode(text, warn=lambda msg: None)
+        except UserError as e:
+            assert str(e) and "\n" not in str(e)
+        else:
+            assert ids
