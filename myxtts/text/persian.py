@@ -30,8 +30,9 @@ _TIME = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 _MONEY_BEFORE = re.compile(rf"([$\u20ac\u00a3])\s?({_AMOUNT})")
 _MONEY_AFTER = re.compile(rf"({_AMOUNT})\s?([$\u20ac\u00a3])")
 _PERCENT = re.compile(rf"({_AMOUNT})\s?%")
-# "۲۵م", "۳ام", "۱۰مین": a number with the ordinal suffix (and "ین" of the ordinal adjective).
-_ORDINAL = re.compile(rf"(?<![\d.,])(\d+)\s?(?:ام|م)(ین)?(?![{_LETTER}])")
+# "۲۵م", "۳ام", "۲۰‌ام", "۱۰مین": a number with the ordinal suffix (and "ین" of the ordinal
+# adjective); "ام" may stand apart, a lone "م" only attached.
+_ORDINAL = re.compile(rf"(?<![\d.,])(\d+)(?:[\s{ZWNJ}]?ام|م)(ین)?(?![{_LETTER}])")
 _MINUS = re.compile(r"(?<![\w)])-(?=\d)")
 _NUMBER = re.compile(_AMOUNT)
 
