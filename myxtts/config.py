@@ -52,7 +52,8 @@ class TextConfig:
     mode: str = _f("phonemes", choices=["characters", "phonemes"],
                    help="phonemes (espeak-ng, the phonemes extra) is what the duration decoder "
                    "learned to say new sentences from; characters needs nothing installed")
-    language: str = _f("en-us", help="espeak-ng language for phoneme mode")
+    language: str = _f("en-us", help="language of the text (an espeak-ng code: en-us, fa, de): its "
+                       "numbers, dates and punctuation are read in it, and espeak-ng speaks it")
     lowercase: bool = _f(True)
     expand_numbers: bool = _f(True, help="spell out numbers, ordinals, currency, abbreviations")
 

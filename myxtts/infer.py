@@ -172,7 +172,7 @@ class Synthesizer:
         the decoder needs it (see the module docstring)."""
         from myxtts.text.sentences import split_sentences
 
-        norm = self.text.normalize(text, language)
+        norm = self.text.normalize(text, self.text.language(language))
         return split_sentences(norm, self.max_sentence_chars) or [norm]  # empty: the encoder's clear error
 
     @property

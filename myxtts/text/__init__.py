@@ -11,14 +11,15 @@ At synthesis time a symbol the vocabulary lacks can be read as its nearest known
 from __future__ import annotations
 
 import json
-import shutil
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
 
 from myxtts.config import TextConfig
 from myxtts.errors import UserError
-from myxtts.text.normalize import normalize
+from myxtts.text.languages import language_of, normalize
+from myxtts.text.persian import ZWNJ
+from myxtts.text.phonemes import PhonemizerMissing, phonemes_missing, phonemizer  # noqa: F401
 
 PAD, EOS = "<pad>", "<eos>"
 PAD_ID, EOS_ID = 0, 1
@@ -33,12 +34,11 @@ class UnknownCharacterError(UserError):
     """Text holds symbols the model's vocabulary does not know."""
 
 
-class PhonemizerMissing(UserError):
-    pass
-
-
 def _allowed(symbol: str) -> bool:
-    return symbol in ALLOWED_PUNCT or unicodedata.category(symbol[0])[0] in ("L", "M")
+    # The zero-width non-joiner is a boundary inside a Persian word that espeak-ng hears, so in
+    # character mode it is a symbol of its own.
+    return (symbol in ALLOWED_PUNCT or symbol == ZWNJ
+            or unicodedata.category(symbol[0])[0] in ("L", "M"))
 
 
 def echo(text: str, limit: int = ECHO_CHARS) -> str:
@@ -98,37 +98,56 @@ class Vocabulary:
 
 
 class TextProcessor:
-    """Normalised text → symbols → ids (with end-of-sentence appended)."""
+    """Normalised text → symbols → ids (with end-of-sentence appended).
+
+    Each call may name the language of its text (``language``, an espeak-ng code such as
+    ``"fa"``); by default it is ``text.language``. A model reads the languages it was trained on.
+    """
 
     def __init__(self, cfg: TextConfig, vocab: Vocabulary | None = None):
         self.cfg, self.vocab = cfg, vocab
-        self._phonemize = _phonemizer(cfg.language) if cfg.mode == "phonemes" else None
+        self._phonemizers: dict[str, Callable[[str], str]] = {}
+        language_of(cfg.language)  # an unknown code is one line now, not at the first sentence
+        if cfg.mode == "phonemes":
+            self._phonemizer(cfg.language)
 
     def language(self, language: str | None = None) -> str:
-        """The language text is read in: ``language`` where given, which must be the one the
-        model was trained on (``text.language``, the only one a run has today)."""
+        """The language a model reads text in: ``language`` where given, which must be the one
+        it was trained on (``text.language``, the only one a model has today)."""
         if language is not None and language != self.cfg.language:
             raise UserError(f"language {language}: this model reads {self.cfg.language} only")
         return self.cfg.language
 
-    def normalize(self, text: str, language: str | None = None) -> str:
-        self.language(language)
-        return normalize(text, lowercase=self.cfg.lowercase, expand_numbers=self.cfg.expand_numbers)
+    def _phonemizer(self, language: str) -> Callable[[str], str]:
+        if language not in self._phonemizers:
+            self._phonemizers[language] = phonemizer(language)
+        return self._phonemizers[language]
 
-    def _raw_symbols(self, text: str, normalized: bool = False) -> tuple[str, list[str]]:
+    def normalize(self, text: str, language: str | None = None) -> str:
+        return normalize(text, language or self.cfg.language, lowercase=self.cfg.lowercase,
+                         expand_numbers=self.cfg.expand_numbers)
+
+    def _raw_symbols(self, text: str, normalized: bool = False,
+                     language: str | None = None) -> tuple[str, list[str]]:
         """(normalised text or its phonemes, symbols dropped before phonemizing). Symbols that
         are neither letters nor known punctuation never reach espeak-ng, which would read an
-        emoji or a sign out by its name ("grinning face"). ``normalized``: ``text`` went
-        through :meth:`normalize` already."""
-        norm = text if normalized else self.normalize(text)
-        if self._phonemize is None:
+        emoji or a sign out by its name ("grinning face"); digits do where no reader here
+        knows the language's number words. ``normalized``: ``text`` went through
+        :meth:`normalize` already."""
+        language = language or self.cfg.language
+        norm = text if normalized else self.normalize(text, language)
+        if self.cfg.mode != "phonemes":
             return norm, []
-        return (self._phonemize("".join(ch for ch in norm if _allowed(ch))),
-                [ch for ch in norm if not _allowed(ch)])
+        said = _allowed
+        if language_of(language).espeak_reads_digits:
+            said = lambda ch: _allowed(ch) or ch in "0123456789"  # noqa: E731
+        return (self._phonemizer(language)("".join(ch for ch in norm if said(ch))),
+                [ch for ch in norm if not said(ch)])
 
-    def symbols(self, text: str, normalized: bool = False) -> tuple[list[str], list[str]]:
+    def symbols(self, text: str, normalized: bool = False,
+                language: str | None = None) -> tuple[list[str], list[str]]:
         """Return (kept symbols, unknown symbols dropped) for one raw sentence."""
-        raw, unknown = self._raw_symbols(text, normalized)
+        raw, unknown = self._raw_symbols(text, normalized, language)
         kept = []
         for ch in raw:
             (kept if _allowed(ch) else unknown).append(ch)
@@ -149,11 +168,12 @@ class TextProcessor:
         self.language(language)
         known = self.vocab.index
         if warn is None:
-            syms, unknown = self.symbols(text, normalized)
+            syms, unknown = self.symbols(text, normalized, language)
             missing = sorted(set(unknown) | {s for s in syms if s not in known})
             read_as = {}
         else:
-            syms, read_as, missing = substitute(self._raw_symbols(text, normalized)[0], known)
+            syms, read_as, missing = substitute(self._raw_symbols(text, normalized, language)[0],
+                                                known)
         if missing:
             raise UnknownCharacterError(
                 f"text contains characters this model was not trained on: "
@@ -195,36 +215,3 @@ def substitute(raw: str, known) -> tuple[list[str], dict, list[str]]:
     if pause_at_end:  # "(as she said)" does not end on a comma
         text = text.rstrip(" ,")
     return list(text), read_as, sorted(set(missing))
-
-
-def phonemes_missing(language: str = "en-us") -> str | None:
-    """Why ``text.mode=phonemes`` cannot run on this machine (what to install), or None."""
-    try:
-        _phonemizer(language)
-    except PhonemizerMissing as e:
-        return str(e)
-    return None
-
-
-def _phonemizer(language: str):
-    """espeak-ng through phonemizer, or a clear error saying what to install."""
-    try:
-        from phonemizer.backend import EspeakBackend
-        from phonemizer.backend.espeak.wrapper import EspeakWrapper
-    except ImportError:
-        raise PhonemizerMissing("text.mode=phonemes (the default) needs espeak-ng: "
-                                "pip install 'myxtts[phonemes]' (GPL-3.0), or set "
-                                "text.mode=characters") from None
-    try:  # the espeak-ng library and data shipped in a wheel, so no system package is needed
-        import espeakng_loader
-        EspeakWrapper.set_library(espeakng_loader.get_library_path())
-        EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
-    except ImportError:
-        espeakng_loader = None
-    if espeakng_loader is None and shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
-        raise PhonemizerMissing("text.mode=phonemes (the default) needs espeak-ng: "
-                                "pip install 'myxtts[phonemes]' (GPL-3.0) or apt-get install "
-                                "espeak-ng, or set text.mode=characters")
-    backend = EspeakBackend(language, preserve_punctuation=True, with_stress=True)
-    # phonemizer returns no line at all for an empty one
-    return lambda text: backend.phonemize([text], strip=True)[0] if text.strip() else ""

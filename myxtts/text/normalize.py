@@ -1,5 +1,6 @@
 """English text normalisation: Unicode, abbreviations, numbers, money, times, dates, ordinals,
 units, signs, acronyms, e-mail addresses and web addresses: what an English reader expands.
+Other languages are read by :mod:`myxtts.text.languages`, which sends English here.
 
 Runs once per utterance at prepare time, and on every sentence at synthesis time, so training and
 inference see text shaped the same way.
@@ -271,10 +272,11 @@ def expand_english(text: str) -> str:
     return _ACRONYM.sub(_acronym, text) if re.search(r"[a-z]", text) else text
 
 
-def clean_unicode(text: str) -> str:
-    """NFKC-normalise, map typographic punctuation to ASCII, drop control characters."""
+def clean_unicode(text: str, keep: str = "") -> str:
+    """NFKC-normalise, map typographic punctuation to ASCII, drop control and format characters
+    except those in ``keep`` (a language's own, such as Persian's zero-width non-joiner)."""
     text = unicodedata.normalize("NFKC", text).translate(_PUNCT_MAP)
-    text = "".join(c for c in text if unicodedata.category(c)[0] != "C")
+    text = "".join(c for c in text if unicodedata.category(c)[0] != "C" or c in keep)
     return _SPACES.sub(" ", text).strip()
 
 
