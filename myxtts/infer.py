@@ -188,7 +188,8 @@ class Synthesizer:
         """One sentence → the token ids the model reads, end of sentence included. Symbols the
         model was not trained on are read as their nearest known one, with a note through the
         run's log. ``normalized``: ``text`` is one of :meth:`sentences` already."""
-        return tuple(self.text.encode(text, warn=self.log, normalized=normalized, language=language))
+        return tuple(self.text.encode(text, warn=self.log, normalized=normalized,
+                                          language=self.text.language(language)))
 
     # ------------------------------------------------------------------------ ids → audio
     def speak_ids(self, ids: list[tuple[int, ...]], voice, *, seed: int = 0, speed: float = 1.0,

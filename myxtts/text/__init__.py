@@ -157,7 +157,7 @@ class TextProcessor:
     def encode(self, text: str, warn: Callable[[str], None] | None = None,
                normalized: bool = False, language: str | None = None) -> list[int]:
         """Ids of one sentence, end-of-sentence appended (``normalized``: as in :meth:`symbols`;
-        ``language``: as in :meth:`language`).
+        ``language``: as in :meth:`symbols`).
 
         With ``warn`` (a callable taking a message), symbols the vocabulary lacks are read as
         their nearest known symbol and reported through it; letters with no known stand-in are
@@ -165,7 +165,6 @@ class TextProcessor:
         """
         if self.vocab is None:
             raise RuntimeError("encode needs a vocabulary")
-        self.language(language)
         known = self.vocab.index
         if warn is None:
             syms, unknown = self.symbols(text, normalized, language)
