@@ -51,8 +51,8 @@ class Watch:
         """Stop watching; ``finished``: this rank left the group after the run, never missing."""
 
 
-def _position(step: int, phase: str) -> tuple[float, int]:
-    return (float("inf"), 0) if phase == DONE else (float(step), PHASES.index(phase))
+def _position(step: int, phase: str) -> tuple[int, int]:
+    return step, PHASES.index(phase)
 
 
 class Watchdog(Watch):
@@ -136,9 +136,10 @@ class Watchdog(Watch):
             return []
         at = {r: (rec[2], rec[3]) for r, rec in self._seen.items()}
         at[self.rank] = self._at
+        at = {r: a for r, a in at.items() if a[1] != DONE}  # gone after the run: waits for nobody
         furthest = max(_position(*a) for a in at.values())
-        gone = [r for r in range(self.world) if r not in at]  # never heard of since it started
-        behind = [r for r, a in at.items() if a[1] != DONE and _position(*a) < furthest]
+        gone = [r for r in range(self.world) if r not in at and r not in self._seen]  # never heard of
+        behind = [r for r, a in at.items() if _position(*a) < furthest]
         silent = [r for r in self._seen if self._seen[r][3] != DONE and now - self._beat_at[r] >= self.timeout_s]
         return sorted(set(gone + behind + silent))
 
