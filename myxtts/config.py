@@ -199,6 +199,9 @@ class TrainConfig:
     eval_every: int = _f(0, lo=0, help="acoustic stage: score 8 held-out sentences with an offline ASR "
                                        "(WER/CER) every N steps; needs pip install 'myxtts[eval]'; 0: off")
     max_nonfinite: int = _f(20, lo=1, help="consecutive skipped steps before giving up")
+    stall_timeout_s: float = _f(300.0, lo=0.0, help="under torchrun: when no rank has moved on for this "
+                                "long and some rank is behind or gone, every rank names it and exits 69 "
+                                "(the first step, which may compile, is not counted); 0: off")
 
 
 @dataclass

@@ -10,6 +10,7 @@
     RUN/report.html, RUN/tensorboard/     the same for a reader (written by observe/runlog.py)
     RUN/samples/step-00001000/            the fixed sentence spoken at that step
     RUN/compiled.bin                      the kernels it compiled, for a resume on a bare machine
+    RUN/nccl-trace/rank0, ...             torch's NCCL flight recorder, dumped on a collective's timeout
     RUN/vocoder/                          the run's own vocoder: a run of its own, this layout again
 
 A folder is a run when it holds ``checkpoints/`` (made when training starts). Everything that
@@ -50,6 +51,7 @@ class RunDir:
     VOCODER = "vocoder"
     COMPILED = "compiled.bin"
     REPORT = "report.html"
+    NCCL_TRACE = "nccl-trace"
 
     config = _in_run(CONFIG)
     checkpoints = _in_run(CHECKPOINTS)
@@ -58,6 +60,8 @@ class RunDir:
     summary = _in_run(SUMMARY)
     compiled = _in_run(COMPILED)
     report = _in_run(REPORT)
+    # the prefix torch appends each rank's number to (TORCH_NCCL_DEBUG_INFO_TEMP_FILE)
+    nccl_trace = _in_run(NCCL_TRACE, "rank")
 
     def __init__(self, path):
         self.path = Path(path)

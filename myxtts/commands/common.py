@@ -10,6 +10,7 @@ from pathlib import Path
 
 from myxtts.config import PRESETS_DIR, Config, ConfigError, load
 from myxtts.errors import UserError
+from myxtts.train.watchdog import EXIT_STALLED  # noqa: F401 - 69: a rank stopped arriving; its thread exits
 
 # Exit codes a script or scheduler can rely on.
 EXIT_OK = 0

@@ -3,8 +3,9 @@ resume) a run; with ``--init-from``, a new run starts from trained weights (trai
 ``--stage vocoder --mels-from RUN`` trains the vocoder on an acoustic model's mels
 (train/vocoder.py).
 
-Exit codes: 0 finished (or already finished), 2 a setting or input to fix, 75 stopped by a
-signal or ``train.time_budget_s`` after writing a checkpoint: run the same command to resume.
+Exit codes: 0 finished (or already finished), 2 a setting or input to fix, 69 under torchrun a
+rank stopped arriving (train/watchdog.py), 75 stopped by a signal or ``train.time_budget_s``
+after writing a checkpoint: run the same command to resume.
 """
 from __future__ import annotations
 

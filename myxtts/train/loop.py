@@ -28,6 +28,7 @@ from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.finetune import voices_heard
 from myxtts.train.timers import StepTimer
+from myxtts.train.watchdog import Watch
 
 
 class StopRequested:
@@ -94,11 +95,13 @@ class Loop:
         self.seen_shapes: set = set()
         self.recompiles = 0  # graphs compiled for a shape already seen: should stay 0
         self.last_host_ms = 0.0
+        self.watch = Watch()  # where this rank is, for the stall watchdog (train/watchdog.py)
 
     def step_once(self) -> list:
         """One optimizer step on the next ``micro_batches`` batches; returns them (``Batch``es).
         ``last_host_ms`` is the host time the step call took (launching, or computing on a CPU)."""
         run, timer = self.run, self.timer
+        self.watch.phase("loading", self.state.step + 1)
         with timer.data_wait():
             got = [self.batches.next() for _ in range(run.step_fn.micro_batches)]
         micro = [b.tensors for b in got]
@@ -106,6 +109,7 @@ class Loop:
         new_shape = shape not in self.seen_shapes
         self.seen_shapes.add(shape)
         graphs = compiled_graphs()
+        self.watch.phase("step", self.state.step + 1)
         with timer.compute(shape):
             h0 = time.perf_counter()
             run.step_fn(micro)
@@ -124,6 +128,7 @@ class Loop:
     def save(self, out) -> None:
         """Every rank's RNG state, every component's state, rank 0 writes."""
         run = self.run
+        self.watch.phase("checkpoint", self.state.step)
         rng = [ckpt.rng_state()]
         if run.info.enabled:
             gathered = [None] * run.info.world_size
@@ -137,6 +142,7 @@ class Loop:
             if self.state.save_best:
                 ckpt.save_best(out, path)
         self.state.save_best = False
+        self.watch.phase("saved", self.state.step)  # rank 0 wrote it: a rank still writing is behind
         D.barrier(run.info)
 
     def restore(self, path) -> None:

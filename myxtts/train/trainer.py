@@ -16,7 +16,7 @@ from myxtts.config import Config
 from myxtts.models.xtts import count_parameters
 from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
-from myxtts.train import compile_beside, finetune
+from myxtts.train import compile_beside, finetune, watchdog
 from myxtts.train import distributed as D
 from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
 from myxtts.train.compile import CompileTally, compile_shapes, cudagraph_counts, load_artifacts, save_artifacts
@@ -43,7 +43,7 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     evaluation are the acoustic model's)."""
     out = Path(out)
     # the vocoder stage refuses several processes (build.py) before any process group exists
-    info = D.setup() if stage == "acoustic" else D.DistInfo()
+    info = D.setup(RunDir(out).nccl_trace) if stage == "acoustic" else D.DistInfo()
     try:
         last = ckpt.resume_point(out, stage)
         init = init if last is None else None
@@ -55,15 +55,19 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
         run = build_run(cfg, data, stage=stage, info=info, plan=plan)
         loop = Loop(run)
         log = log(out, cfg, info.is_main, progress)
+        loop.watch = watch = watchdog.start(info, cfg.train.stall_timeout_s)
         try:
             summary = _train(cfg, run, loop, last, out, log, evaluate, init)
+            watch.phase("leaving", loop.state.step)
             # Every rank leaves the group together, after rank 0 has written the summary: a
             # rank that tore its gloo group down while rank 0 still wrote aborted once at exit
             # ("terminate called without an active exception", two CPU processes, a loaded
             # machine). An exception skips this wait: torchrun then stops the other ranks.
             D.barrier(info)
+            watch.stop(finished=True)
             return summary
         finally:
+            watch.stop()
             run.close()
     finally:
         D.teardown(info)
@@ -110,6 +114,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     finally:
         if beside is not None:
             compiled = beside.finish(loop.state.step)
+    loop.watch.phase("summary", loop.state.step)
     summary.update(compiled)
     if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
         summary.update(cudagraph_counts())
@@ -166,6 +171,7 @@ def _after_step(run: Run, loop: Loop, log, evaluate=None, beside=None):
         if beside is not None and beside.poll(step):
             loop.timer.restart()  # the switch's time is not a step's
         if step % cfg.train.val_every == 0 or step == cfg.train.max_steps or ending:
+            loop.watch.phase("validation", step)
             vals = validate(run)
             if vals is not None:
                 log.scalars(step, vals)
@@ -174,8 +180,10 @@ def _after_step(run: Run, loop: Loop, log, evaluate=None, beside=None):
                     loop.state.best_val = val
                     loop.state.save_best = True
         if info.is_main and step % cfg.train.sample_every == 0:
+            loop.watch.phase("samples", step)
             log.sample(step, run.model, run.cache, cfg)
         if evaluate is not None and info.is_main and cfg.train.eval_every and step % cfg.train.eval_every == 0:
+            loop.watch.phase("evaluation", step)
             log.evaluation(step, evaluate(step, run.model, run.cache))
             loop.timer.restart()  # evaluation time is not step time
     return after_step
