@@ -27,7 +27,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from myxtts.rundir import RunDir, choose_weights
 from myxtts.serve import encode, uploads
 from myxtts.serve.openai_api import error
-from myxtts.train.log import read_metrics
 
 STATIC = Path(__file__).parent / "static"
 LOAD_WINDOW_S = 60.0
@@ -41,7 +40,7 @@ def run_info(checkpoint, step: int | None, weights_step: int | None) -> dict:
     run = RunDir.of(weights)
     info = {"folder": (run.path if run else weights.parent).name, "weights": weights.name if run is None
             else str(weights.relative_to(run.path)), "why": why, "step": weights_step, "eval": None}
-    records = read_metrics(run.path) if run is not None else []
+    records = run.read_metrics() if run is not None else []
     trained = [r["step"] for r in records if r.get("loss") is not None]
     info["steps_trained"] = max(trained) if trained else None
     evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == weights_step]
