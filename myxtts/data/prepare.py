@@ -36,8 +36,9 @@ import numpy as np
 from myxtts import audio
 from myxtts.config import Config, from_dict
 from myxtts.data.cachedir import CacheDir
+from myxtts.data.corpus import locate, read_corpus
 from myxtts.data.format import FORMAT_VERSION, Index, settings_diff, settings_of, write_shard
-from myxtts.data.manifest import PSEUDO, Problem, locate, read_corpus
+from myxtts.data.manifest import PSEUDO, Problem
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.files import remove_stale_temporaries, write_json

@@ -2,7 +2,7 @@
 
 One :class:`~myxtts.serve.engine.Engine` turns the sentences of every request in flight into
 audio through :func:`myxtts.speak.speak` (batched across requests), and streams each request
-its pieces in order; the HTTP app (:mod:`myxtts.serve.http`) and the Wyoming server
+its pieces in order; the HTTP app (:mod:`myxtts.serve.openai_api`) and the Wyoming server
 (:mod:`myxtts.serve.wyoming`) are two doors to it.
 """
 from __future__ import annotations

@@ -98,7 +98,7 @@ def add_page(app: FastAPI, engine, voices, checkpoint, step: int | None = None, 
     @app.get("/v1/report")
     async def run_report():
         if report is None or not report.is_file():
-            return error("this run has no report.html (it is written when training ends)", None, "not_found", 404)
+            return error(f"this run has no {RunDir.REPORT} (it is written when training ends)", None, "not_found", 404)
         return HTMLResponse(report.read_text(encoding="utf-8"))
 
     @app.get("/v1/audio/voices/{name}/reference")
