@@ -39,6 +39,7 @@ from myxtts.data.cache import Cache  # noqa: E402
 from myxtts.evaluate.asr import Recognizer  # noqa: E402
 from myxtts.evaluate.evaluation import plan  # noqa: E402
 from myxtts.models.checkpoint import load_model  # noqa: E402
+from myxtts.rundir import resolve_checkpoint  # noqa: E402
 from myxtts.text import ALLOWED_PUNCT, EOS, TextProcessor, Vocabulary  # noqa: E402
 
 STRESS = {"ˈ", "ˌ"}  # espeak-ng's stress marks: symbols with no sound of their own
@@ -179,7 +180,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    model, cfg, symbols, meta = load_model(args.run)
+    model, cfg, symbols, meta = load_model(resolve_checkpoint(args.run))
     text, cache = TextProcessor(cfg.text, Vocabulary(symbols)), Cache(args.cache)
     clips = [(s, *teacher_forced(model, cfg, text, cache, s)) for s in plan(cache, args.limit, args.split)]
     result = {"checkpoint": meta["path"], "step": meta["step"],

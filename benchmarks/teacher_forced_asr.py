@@ -20,6 +20,7 @@ from myxtts.data.dataset import ref_frames_for
 from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import Listener, plan
 from myxtts.models.checkpoint import load_model
+from myxtts.rundir import resolve_checkpoint
 from myxtts.text import TextProcessor, Vocabulary
 from myxtts.vocode import MelToWave
 
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--split", default="val", choices=["val", "train"])
     args = ap.parse_args()
-    model, cfg, symbols, meta = load_model(args.checkpoint)
+    model, cfg, symbols, meta = load_model(resolve_checkpoint(args.checkpoint))
     text = TextProcessor(cfg.text, Vocabulary(symbols))
     cache = Cache(args.cache)
     listener = Listener(threads=torch.get_num_threads())

@@ -36,6 +36,7 @@ from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.evaluation import recording
 from myxtts.evaluate.naturalness import SCORES, Naturalness
 from myxtts.models.checkpoint import load_model
+from myxtts.rundir import RunDir
 
 
 def lsd_db(wav: np.ndarray, ref: np.ndarray, cfg) -> float:
@@ -69,8 +70,7 @@ def score(name: str, wavs: list[np.ndarray], refs: list[np.ndarray], texts: list
 
 def train_time(run: Path, step: int) -> float | None:
     times = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in RunDir(run).read_metrics():
         if "time_s" in rec:
             times[rec["step"]] = rec["time_s"]
     done = [s for s in times if s <= step]

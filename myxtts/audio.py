@@ -18,6 +18,7 @@ import torch
 
 from myxtts.config import AudioConfig
 from myxtts.errors import UserError
+from myxtts.files import atomic_write
 
 LOG_FLOOR = 1e-5  # clamp before log: log(1e-5) = -11.5 is the mel value of digital silence
 SILENCE_RMS = 10 ** (-60 / 20)  # a clip whose loudest frame is below -60 dBFS counts as silent
@@ -199,11 +200,11 @@ def griffin_lim(mel: torch.Tensor, cfg: AudioConfig, n_iter: int = 60) -> torch.
 
 
 def save_wav(path: str | Path, wav, sample_rate: int) -> None:
-    """Write a mono float waveform as 16-bit PCM WAV."""
+    """Write a mono float waveform as 16-bit PCM WAV, whole or not at all (:func:`atomic_write`)."""
     if isinstance(wav, torch.Tensor):
         wav = wav.detach().float().cpu().numpy()
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        sf.write(str(path), np.clip(wav, -1.0, 1.0), sample_rate, subtype="PCM_16")
+        with atomic_write(path) as tmp:  # the temporary name has no .wav: the format is named
+            sf.write(str(tmp), np.clip(wav, -1.0, 1.0), sample_rate, format="WAV", subtype="PCM_16")
     except (OSError, RuntimeError) as e:  # a parent that is a file, a read-only folder, a full disk
         raise UserError(f"{path}: cannot write the wav ({e.strerror if isinstance(e, OSError) else e})") from None

@@ -1,4 +1,5 @@
-"""Typed configuration: dataclasses, YAML load/save, dotted ``key=value`` overrides, validation.
+"""Typed configuration: dataclasses, YAML load/save, dotted ``key=value`` overrides, validation
+(each value's type and range: :mod:`myxtts.config_values`).
 
 Every field here is read by some part of the system; a field nobody reads is a defect. Errors
 name the offending key, say what was expected, and suggest the closest valid name for typos.
@@ -6,7 +7,6 @@ name the offending key, say what was expected, and suggest the closest valid nam
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,13 +14,11 @@ from typing import Any
 
 import yaml
 
+from myxtts.config_values import ConfigError, build, unknown
+
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "configs"
 MIN_FRAME_BUDGET = 64  # padded mel frames; frame budgets are searched and rounded in steps of this
 MIN_SEGMENT_FRAMES = 8  # mel frames of the shortest vocoder training segment
-
-
-class ConfigError(ValueError):
-    """A configuration value or key is invalid; the message names the key."""
 
 
 def _f(default, *, lo=None, hi=None, choices=None, auto=False, help=""):
@@ -224,15 +222,10 @@ class Config:
 
 # --------------------------------------------------------------------------------- building
 
-# Settings that were taken out: every run folder's config.yaml lists all settings of the version
-# that wrote it, so naming one gets what to do instead of a guess at a similar name.
-REMOVED = {"data.budget_mode": "batch sizes always follow its former linear rule, B x Tm <= "
-                               "data.frame_budget; delete the setting",
-           "vocoder.preset": "the vocoder has one size (2.8 M parameters); delete the setting",
-           "vocoder.fm_loss_weight": "the vocoder trains without a discriminator; delete the setting"}
-# Of those, the ones a saved config (a run's config.yaml, a model file's header) of an older
-# version may hold and that no longer change anything a run of it does: an acoustic model
-# trained before the vocoder changed still loads and resumes. Named by hand, they are errors.
+# Of the settings taken out (config_values.REMOVED), the ones a saved config (a run's, a model
+# file's header) of an older version may hold and that no longer change anything a run of it
+# does: an acoustic model trained before the vocoder changed still loads and resumes. Named by
+# hand, they are errors.
 OUTDATED = {("vocoder", "preset"), ("vocoder", "fm_loss_weight")}
 
 
@@ -262,83 +255,6 @@ def settings_before(data: dict, section: str) -> dict:
     return {**data, section: {**BEFORE[section], **saved}}
 
 
-def _closest(name: str, options) -> str:
-    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
-    return f" (did you mean '{match[0]}'?)" if match else ""
-
-
-def _unknown(full: str, name: str, options, where: str = "") -> ConfigError:
-    """The error for setting ``full``, whose part ``name`` is not one of ``options``."""
-    if full in REMOVED:
-        return ConfigError(f"{full} was removed: {REMOVED[full]}")
-    return ConfigError(f"unknown setting '{full}'{where}" + _closest(name, options))
-
-
-def _coerce(value: Any, typ, key: str):
-    """Check (and gently convert) ``value`` to ``typ``; raise ConfigError naming ``key``."""
-    if typ is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "on", "false", "no", "0", "off"):
-            return value.lower() in ("true", "yes", "1", "on")
-        raise ConfigError(f"{key}: expected true/false, got {value!r}")
-    if typ is int:
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or (
-                isinstance(value, str) and not value.strip().lstrip("-").isdigit()):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return int(value)
-    if typ is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
-    if typ is str:
-        if isinstance(value, bool):  # YAML 1.1 reads a bare `off`/`on` as a boolean
-            return "on" if value else "off"
-        if not isinstance(value, (str, int, float)):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return str(value)
-    raise ConfigError(f"{key}: unsupported type {typ}")  # pragma: no cover - schema bug
-
-
-def _check_range(value, meta: dict, key: str):
-    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
-    if choices is not None and value not in choices:
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}"
-                          + _closest(str(value), choices))
-    if lo is not None and value < lo:
-        raise ConfigError(f"{key}: {value} is below the minimum {lo}")
-    if hi is not None and value > hi:
-        raise ConfigError(f"{key}: {value} is above the maximum {hi}")
-
-
-def _build(cls, data: dict, prefix: str):
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in data.items():
-        full = f"{prefix}{key}"
-        if key not in names:
-            raise _unknown(full, key, names)
-        typ = hints[key]
-        if dataclasses.is_dataclass(typ):
-            kwargs[key] = _build(typ, value or {}, full + ".")
-        elif names[key].metadata.get("auto") and value == "auto":
-            kwargs[key] = "auto"
-        else:
-            try:
-                v = _coerce(value, int if names[key].metadata.get("auto") else typ, full)
-            except ConfigError as e:
-                raise ConfigError(f"{e} (or auto)" if names[key].metadata.get("auto") else str(e)) from None
-            _check_range(v, names[key].metadata, full)
-            kwargs[key] = v
-    return cls(**kwargs)
-
-
 def _validate_cross(cfg: Config) -> None:
     a, d, m = cfg.audio, cfg.data, cfg.model
     if a.win_length > a.n_fft:
@@ -358,7 +274,7 @@ def _validate_cross(cfg: Config) -> None:
 
 
 def from_dict(data: dict) -> Config:
-    cfg = _build(Config, data or {}, "")
+    cfg = build(Config, data or {}, "")
     _validate_cross(cfg)
     return cfg
 
@@ -388,7 +304,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         for i, part in enumerate(path):
             fields_ = {f.name: f for f in dataclasses.fields(schema)}
             if part not in fields_:
-                raise _unknown(".".join(path), part, fields_, f" in {'.'.join(path[:i]) or 'config'}")
+                raise unknown(".".join(path), part, fields_, f" in {'.'.join(path[:i]) or 'config'}")
             if i == len(path) - 1:
                 if dataclasses.is_dataclass(typing.get_type_hints(schema)[part]):
                     raise ConfigError(f"'{'.'.join(path)}' is a section; set one of its keys")

@@ -305,13 +305,11 @@ def about_weights(weights: Path, why: str, step: int | None) -> dict:
     """A run's ``weights``: its folder, the weights (within the run) and ``why`` they were chosen,
     their ``step``, the steps trained and the periodic evaluation's figures logged for that step
     (None where none ran), and where the run's report is written when training ends."""
-    from myxtts.train.log import read_metrics
-
     run = RunDir.of(weights)
     info = {"folder": (run.path if run else weights.parent).name,
             "weights": weights.name if run is None else str(weights.relative_to(run.path)),
             "why": why, "step": step, "eval": None}
-    records = read_metrics(run.path) if run is not None else []
+    records = run.read_metrics() if run is not None else []
     trained = [r["step"] for r in records if r.get("loss") is not None]
     info["steps_trained"] = max(trained) if trained else None
     evals = [r for r in records if r.get("eval_wer") is not None and r["step"] == step]

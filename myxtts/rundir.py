@@ -3,19 +3,25 @@
     RUN/config.yaml                       the settings as asked (train/trainer.py)
     RUN/plan.json                         what they resolved to (train/plan.py)
     RUN/data.json                         the cache it trains on, recorded when training starts
-    RUN/checkpoints/step-00001000/        weights, training state, resume plan (train/checkpoint.py)
+    RUN/checkpoints/step-00001000/        weights, training state, resume plan (train/checkpoint.py):
+        model.safetensors, state.pt, resume.json
     RUN/best/model.safetensors            the lowest validation loss so far
     RUN/metrics.jsonl                     one line per logged step, eval_* figures included
     RUN/summary.json                      what the run measured, written when it ends
     RUN/report.html, RUN/tensorboard/     the same for a reader (written by observe/runlog.py)
-    RUN/samples/step-00001000/            the fixed sentence spoken at that step
+    RUN/samples/step-00001000/            the fixed sentence spoken at that step (train/samples.py):
+        sample.wav, vocoder.txt (what made its sound), mel.png, attention.png
     RUN/compiled.bin                      the kernels it compiled, for a resume on a bare machine
     RUN/nccl-trace/rank0, ...             torch's NCCL flight recorder, dumped on a collective's timeout
+    RUN/compiling/                        the compiler process beside the run (train/compile_beside.py):
+        config.yaml, plan.json (what it compiles), result.json (what it did), compiler.log
+    RUN/mels_from.safetensors             a vocoder run's copy of the acoustic model it reads the mels of
     RUN/vocoder/                          the run's own vocoder: a run of its own, this layout again
 
 A folder is a run when it holds ``checkpoints/`` (made when training starts). Everything that
-reads or writes a run goes through :class:`RunDir`, and every command that speaks a run speaks
-the weights :meth:`RunDir.choose_weights` picks.
+reads or writes a run finds its files through :class:`RunDir`, writes each whole
+(:mod:`myxtts.files`; the metrics and the logs are appended to), and every command that speaks a
+run speaks the weights :meth:`RunDir.choose_weights` picks.
 """
 from __future__ import annotations
 
@@ -52,6 +58,18 @@ class RunDir:
     COMPILED = "compiled.bin"
     REPORT = "report.html"
     NCCL_TRACE = "nccl-trace"
+    TENSORBOARD = "tensorboard"
+    COMPILING = "compiling"
+    MELS_FROM = "mels_from.safetensors"
+    MODEL = MODEL_FILE
+    STATE = "state.pt"  # in a checkpoint: the training state
+    RESUME = "resume.json"  # in a checkpoint: the plan a resume from it continues
+    SAMPLE_WAV = "sample.wav"
+    SAMPLE_VOCODER = "vocoder.txt"
+    SAMPLE_MEL = "mel.png"
+    SAMPLE_ATTENTION = "attention.png"
+    COMPILE_RESULT = "result.json"  # in compiling/
+    COMPILE_LOG = "compiler.log"  # in compiling/
 
     config = _in_run(CONFIG)
     checkpoints = _in_run(CHECKPOINTS)
@@ -62,6 +80,10 @@ class RunDir:
     report = _in_run(REPORT)
     # the prefix torch appends each rank's number to (TORCH_NCCL_DEBUG_INFO_TEMP_FILE)
     nccl_trace = _in_run(NCCL_TRACE, "rank")
+    tensorboard = _in_run(TENSORBOARD)
+    all_samples = _in_run(SAMPLES)
+    compiling = _in_run(COMPILING)
+    mels_from = _in_run(MELS_FROM)
 
     def __init__(self, path):
         self.path = Path(path)
@@ -117,6 +139,24 @@ class RunDir:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    # ------------------------------------------------------------------------ the metrics
+    def read_metrics(self) -> list[dict]:
+        """``metrics.jsonl`` (train/log.py writes it), one dict a line, in the order written;
+        a line cut by a crash is skipped, and a run without the file has none."""
+        try:
+            lines = self.metrics.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return []
+        out = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # the last line, cut by a crash
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+                out.append(rec)
+        return out
+
     # ------------------------------------------------------------------------ the weights
     def newest_weights(self) -> Path:
         steps = self.kept_steps()
@@ -131,15 +171,7 @@ class RunDir:
         """Step → (held-out WER, speaker cosine) of the periodic evaluation, for the steps whose
         weights are still kept; a later line for a step (a resumed run) wins."""
         out = {}
-        try:
-            lines = self.metrics.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return {}
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a crash
-                continue
+        for rec in self.read_metrics():
             wer = rec.get("eval_wer")
             if isinstance(wer, (int, float)) and self.step_weights(int(rec["step"])).is_file():
                 out[int(rec["step"])] = (float(wer), float(rec.get("eval_speaker_cosine") or 0.0))

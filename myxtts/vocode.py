@@ -18,7 +18,7 @@ from myxtts import audio
 from myxtts.config import AudioConfig
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
-from myxtts.rundir import RunDir
+from myxtts.rundir import RunDir, resolve_checkpoint
 
 GRIFFIN_LIM = "griffin-lim"
 # mel features that must match between a vocoder and the model whose mels it turns into audio,
@@ -93,7 +93,7 @@ def load(audio_cfg: AudioConfig, vocoder=None, checkpoint=None, device: torch.de
         vocoder = run_vocoder(checkpoint) if checkpoint is not None else None
         if vocoder is None:
             return MelToWave(audio_cfg)
-    model, vcfg, _, meta = load_model(vocoder, device)
+    model, vcfg, _, meta = load_model(resolve_checkpoint(vocoder), device)
     if meta["kind"] != "vocoder":
         raise UserError(f"{meta['path']} is an {meta['kind']} checkpoint, not a vocoder")
     diff = [f"audio.{k}: {getattr(vcfg.audio, k)} vs {getattr(audio_cfg, k)}"

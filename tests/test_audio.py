@@ -84,3 +84,11 @@ def test_change_speed_scales_pitch_and_length_together(speed):
     assert abs(peak - f * speed) < 0.5, (peak, f * speed)
     assert 0.9 < np.abs(out[sr // 10: -sr // 10]).max() < 1.1  # the level is kept
     assert audio.change_speed(tone, 1.0, sr) is tone
+
+
+def test_a_wav_is_written_whole_as_16_bit_pcm_and_no_temporary_is_left(tmp_path):
+    path = tmp_path / "samples" / "step-00000001" / "sample.wav"
+    audio.save_wav(path, torch.full((800,), 2.0), 16000)  # over full scale: clipped, not wrapped
+    wav, sr = sf.read(path, dtype="int16")
+    assert sf.info(path).subtype == "PCM_16" and sr == 16000 and wav.shape == (800,) and wav.min() == 32767
+    assert [p.name for p in path.parent.iterdir()] == ["sample.wav"]

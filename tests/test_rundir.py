@@ -31,3 +31,11 @@ def test_the_cache_is_what_training_recorded_never_a_guess(tmp_path):
     (tmp_path / "cache").rmdir()
     with pytest.raises(UserError, match="is gone"):
         default_cache(run.path)
+
+
+def test_the_metrics_are_read_up_to_a_line_cut_by_a_crash(tmp_path):
+    run = RunDir(tmp_path / "run")
+    assert run.read_metrics() == []  # no file yet
+    run.path.mkdir()
+    run.metrics.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": null, "eval_wer": 0.5}\n{"step": 3, "lo')
+    assert run.read_metrics() == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": None, "eval_wer": 0.5}]

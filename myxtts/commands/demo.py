@@ -7,7 +7,6 @@ Everything lands in one output folder.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -19,10 +18,13 @@ from myxtts.commands.prepare import print_report
 from myxtts.config import load
 from myxtts.data.prepare import DEMO_CORPUS, prepare
 from myxtts.errors import UserError
+from myxtts.files import write_json
+from myxtts.rundir import RunDir
 from myxtts.text import phonemes_missing
 
 DEFAULT_MINUTES = 3.0
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
+TIMINGS = "demo_timings.json"  # beside the run and the cache: where the demo's time went
 VOCODER_MAX_STEPS = 1_000_000  # the vocoder demo ends on its time budget, not on a step count
 
 
@@ -83,8 +85,8 @@ def run_demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: floa
         t = time.perf_counter()
         vcfg = load(preset, [*settings, f"train.time_budget_s={vocoder_minutes * 60}",
                              f"train.max_steps={VOCODER_MAX_STEPS}"])
-        print(f"\ntraining the vocoder for {vocoder_minutes:g} min → {run / 'vocoder'}")
-        train_vocoder(vcfg, cache, run / "vocoder", log=RunLog)
+        print(f"\ntraining the vocoder for {vocoder_minutes:g} min → {RunDir(run).vocoder.path}")
+        train_vocoder(vcfg, cache, RunDir(run).vocoder.path, log=RunLog)
         timings["vocoder"] = time.perf_counter() - t
 
     from myxtts.infer import Synthesizer
@@ -105,7 +107,7 @@ def run_demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: floa
     ib = summary.get("input_bound_pct")
     print(f"  training loop: input-bound {ib:.1f}% | {summary.get('steps')} steps"
           if ib is not None else f"  training loop: {summary.get('steps')} steps")
-    (out / "demo_timings.json").write_text(json.dumps(timings, indent=1))
+    write_json(out / TIMINGS, timings)
     print(f"\nwrote {wav_path} (reference voice: {reference.name}; audio through {synth.to_wave.name}); "
           f"training run in {run}")
     print(describe(result, synth.cfg.model.max_decoder_steps))

@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
                     "speaker encoder (needs: pip install 'myxtts[eval]').")
     add_checkpoint(p)
     p.add_argument("--data", metavar="CACHE",
-                   help="the cache the model was trained on (default: the cache beside a demo run)")
+                   help="the cache the model was trained on (default: the one the run recorded when its "
+                        "training started)")
     p.add_argument("--out", default="eval", metavar="DIR", help="where eval.json, eval.html and audio/ go")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N sentences only")
     p.add_argument("--split", default="val", choices=["val", "train"],

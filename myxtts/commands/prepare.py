@@ -5,7 +5,8 @@ import os
 from pathlib import Path
 
 from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrides, load_config
-from myxtts.data.manifest import FORMATS
+from myxtts.data.cachedir import CacheDir
+from myxtts.data.corpus import FORMATS
 from myxtts.data.prepare import DEFAULT_CHUNK, prepare
 from myxtts.errors import UserError
 from myxtts.text import Vocabulary
@@ -68,13 +69,13 @@ def print_report(report: dict, out: Path) -> None:
     for note in notes[:20]:
         print(f"  note: {note['reason']}")
     if len(notes) > 20:
-        print(f"  ... and {len(notes) - 20} more notes in {out / 'report.json'}")
+        print(f"  ... and {len(notes) - 20} more notes in {CacheDir(out).report}")
     if report["skipped"]:
         print(f"  skipped {len(report['skipped'])}:")
         for s in report["skipped"][:20]:
             print(f"    {s['id']}: {s['reason']}")
         if len(report["skipped"]) > 20:
-            print(f"    ... and {len(report['skipped']) - 20} more in {out / 'report.json'}")
+            print(f"    ... and {len(report['skipped']) - 20} more in {CacheDir(out).report}")
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -15,13 +15,14 @@ from myxtts.observe.diagnose import INPUT_BOUND_MODERATE_PCT
 from myxtts.observe.format import findings_text, fmt
 from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.profile import profile
+from myxtts.rundir import RunDir
 
 
 def add_parser(sub) -> None:
     p = add_run_command(sub, "profile", "profile training steps: time breakdown, kernels, verdict",
                         __doc__.split("\n\n", 1)[1])
     p.add_argument("--steps", type=int, default=20, help="steps per pass")
-    p.add_argument("--out", default="profile", help="directory for trace.json and report.html")
+    p.add_argument("--out", default="profile", help=f"directory for trace.json and {RunDir.REPORT}")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     add_overrides(p, "data.num_workers=4")
     p.set_defaults(func=_cmd)

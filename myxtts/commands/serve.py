@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                    help="a folder of voices: one sub-folder of reference clips per voice, named by the folder")
     p.add_argument("--data", metavar="CACHE",
                    help="the cache the model was trained on: its speakers become voices "
-                        "(default: the cache beside a demo run)")
+                        "(default: the one the run recorded when its training started)")
     p.add_argument("--api-key", help=f"require this Bearer token on /v1/ (default: ${API_KEY_ENV}, if set)")
     p.add_argument("--wyoming", metavar="tcp://HOST:PORT", help="also serve Wyoming here")
     p.add_argument("--max-batch", type=int, default=16,

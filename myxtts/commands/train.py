@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
                    help="what to train")
     p.add_argument("--init-from", metavar="RUN_OR_CHECKPOINT",
                    help="start a new run from trained weights (a run folder: its best weights, else "
-                   "its newest checkpoint; a checkpoint folder; a model.safetensors file), with its "
+                   f"its newest checkpoint; a checkpoint folder; a {RunDir.MODEL} file), with its "
                    "own data, optimizer and schedule, and the model settings of those weights; "
                    "ignored once --out has a checkpoint: the run resumes from that")
     p.add_argument("--mels-from", metavar="RUN_OR_CHECKPOINT",

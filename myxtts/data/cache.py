@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from myxtts.config import AudioConfig, Config, TextConfig
+from myxtts.data.cachedir import CacheDir
 from myxtts.data.format import SPLITS, Index, settings_diff, settings_of
 from myxtts.data.verify import fix_hint, one_line, read_checked
 from myxtts.errors import UserError
@@ -57,7 +58,7 @@ class Cache:
 
     def shard_file(self, i: int, name: str) -> Path:
         """The ``name``.npy file holding utterance ``i``'s feature."""
-        return self.path / "shards" / self.shard_names[self.index.shard[i]] / f"{name}.npy"
+        return CacheDir(self.path).shard_array(self.shard_names[self.index.shard[i]], name)
 
     def corrupted(self, i: int, name: str, what: str) -> UserError:
         """The error for utterance ``i``'s ``name`` feature found damaged while reading."""
@@ -73,7 +74,7 @@ class Cache:
                                 "data.store_wav=true for vocoder training")
             maps = []
             for s in self.shard_names:
-                f = self.path / "shards" / s / f"{name}.npy"
+                f = CacheDir(self.path).shard_array(s, name)
                 try:
                     maps.append(np.load(f, mmap_mode="r"))
                 except (OSError, ValueError) as e:  # changed since the cache was opened

@@ -17,16 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from myxtts.data.cachedir import CacheDir
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
 from myxtts.speaker_encoder import DIM, shared_encoder
 
-FILE = "speaker_embeddings.npy"
-
 
 def path_of(cache) -> Path:
-    return Path(cache.path) / FILE
+    return CacheDir(cache.path).embeddings
 
 
 def _open(cache, mmap: bool) -> np.ndarray | None:

@@ -1,38 +1,27 @@
 """The packed feature cache's format: its layout, its typed index, the shard writer.
 
 One spec, read by the writer (``prepare``), the reader (:class:`myxtts.data.cache.Cache`) and
-``cache verify`` (:mod:`myxtts.data.verify`). Layout of a cache directory::
+``cache verify`` (:mod:`myxtts.data.verify`); where each file lives is
+:class:`myxtts.data.cachedir.CacheDir`'s.
 
-    meta.json             format version, audio/text settings, source corpus, vocabulary,
-                          speakers, shard list; written last, so its presence means "complete"
-    index.json            one column per :class:`Index` field over all utterances
-    report.json           what prepare kept and skipped, and why
-    recipe.json           how prepare makes it (corpus, settings, chunks): a rerun resumes from it,
-                          ``cache verify --fix`` prepares broken parts again with it
-    shards/NNNNN/         mel.npy (frames, n_mels) float16, tokens.npy (n,) int16,
-                          wav.npy (samples,) int16 [optional], shard.json (entries + sha256)
-
-A shard directory is built under a temporary name and renamed into place, so a shard that exists
-is complete; a half-written one is never taken as valid. Readers slice the memory maps: no
-decoding, no DSP, just indexing.
+A shard directory is built whole under a temporary name (:func:`myxtts.files.atomic_folder`), so
+a shard that exists is complete; a half-written one is never taken as valid. Readers slice the
+memory maps: no decoding, no DSP, just indexing.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from myxtts.config import Config
-from myxtts.files import write_json
+from myxtts.data.cachedir import CacheDir
+from myxtts.files import atomic_folder, write_json
 
 FORMAT_VERSION = 1
-RECIPE = "recipe.json"  # how prepare makes this cache: corpus, settings, chunks (a rerun resumes)
-OLD_RECIPE = "plan.json"  # its name in caches prepared before it had one of its own
 META_KEYS = ("format_version", "settings", "source", "vocab", "speakers", "shards")
 # feature → (dtype, dimensions, Index columns giving each utterance's offset and length)
 ARRAYS = {"mel": (np.float16, 2, "mel_offset", "n_frames"),
@@ -77,14 +66,6 @@ class Index:
         return len(self.id)
 
 
-def recipe_path(cache: Path) -> Path | None:
-    """The cache's recipe file (``recipe.json``, or ``plan.json`` in an older cache); None."""
-    for name in (RECIPE, OLD_RECIPE):
-        if (cache / name).is_file():
-            return cache / name
-    return None
-
-
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -97,9 +78,11 @@ def write_shard(shard_dir: Path, entries: list[dict], mels: list[np.ndarray],
                 tokens: list[np.ndarray], wavs: list[np.ndarray] | None,
                 extra: dict | None = None) -> None:
     """Concatenate one shard's features and move the finished directory into place."""
-    tmp = shard_dir.with_name(f"tmp.{shard_dir.name}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    with atomic_folder(shard_dir) as tmp:
+        _fill_shard(tmp, entries, mels, tokens, wavs, extra or {})
+
+
+def _fill_shard(tmp: Path, entries: list[dict], mels, tokens, wavs, extra: dict) -> None:
     n_mels = mels[0].shape[1] if mels else 0
     arrays = {
         # Row-major so one utterance's frames are one contiguous run of bytes to slice.
@@ -112,14 +95,9 @@ def write_shard(shard_dir: Path, entries: list[dict], mels: list[np.ndarray],
     checksums = {}
     for name, arr in arrays.items():
         path = tmp / f"{name}.npy"
-        with open(path, "wb") as f:
-            np.save(f, arr)
-            f.flush()
-            os.fsync(f.fileno())
+        np.save(path, arr)
         checksums[name] = sha256(path)
-    write_json(tmp / "shard.json", {"entries": entries, "sha256": checksums, **(extra or {})})
-    shutil.rmtree(shard_dir, ignore_errors=True)
-    os.rename(tmp, shard_dir)
+    write_json(tmp / CacheDir.SHARD_INFO, {"entries": entries, "sha256": checksums, **extra})
 
 
 
@@ -158,7 +136,7 @@ def with_cache_settings(cfg: Config, path: str | Path, pinned: set[str]) -> tupl
     user did not pin is taken from the cache rather than refused. A pinned one that differs is
     still refused when the cache opens, and so is a missing or broken cache."""
     try:
-        have = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))["settings"]
+        have = json.loads(CacheDir(path).meta.read_text(encoding="utf-8"))["settings"]
     except (OSError, ValueError, KeyError, TypeError):
         return cfg, []
     changes = {section: {key: recorded(have, section, key) for key, value in values.items()

@@ -1,4 +1,5 @@
-"""Corpus readers → ``Utterance`` records plus the problems found while reading.
+"""Corpus readers, one per format → ``Utterance`` records plus the problems found while reading
+(which reader a corpus takes, and listing it: :mod:`myxtts.data.corpus`).
 
 Readers never open audio: they only parse metadata and locate files, so a corpus of any size is
 listed in seconds. Every line that cannot become an utterance is returned as a ``Problem`` with
@@ -37,7 +38,6 @@ from myxtts.errors import UserError
 from myxtts.text import echo
 
 AUDIO_EXTS = (".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG")
-FORMATS = ("auto", "ljspeech", "csv", "vctk", "libritts", "jsonl")
 DEFAULT_SPEAKER = "speaker"
 FALLBACK_ENCODING = "cp1252"
 
@@ -108,7 +108,7 @@ def _fallback_note(where: str, text: str) -> Problem:
                    kept=True)
 
 
-def _read_lines(path: Path, notes: list[Problem] | None = None) -> list[str]:
+def read_lines(path: Path, notes: list[Problem] | None = None) -> list[str]:
     """The file's lines (split at \\n, \\r\\n or \\r), each decoded on its own (see the module
     docstring); a line read as cp1252 is added to ``notes``."""
     try:
@@ -136,7 +136,7 @@ def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None
     if not metadata.is_file():
         raise UserError(f"{metadata}: metadata file not found")
     utts, problems, seen = [], [], {}
-    for n, line in enumerate(_read_lines(metadata, problems), 1):
+    for n, line in enumerate(read_lines(metadata, problems), 1):
         if not line.strip():
             continue
         where = f"{metadata.name}:{n}"
@@ -177,7 +177,7 @@ def _rel(root: Path, path: Path) -> str:
 def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
     metadata = metadata or _single(root, "*.csv", ".csv metadata file")
     notes: list[Problem] = []
-    lines = _read_lines(metadata, notes)
+    lines = read_lines(metadata, notes)
     if not lines:
         raise UserError(f"{metadata}: empty file")
     delim = "|" if "|" in lines[0] else ","
@@ -241,7 +241,7 @@ def _libritts_texts(chapter: Path, problems: list[Problem]) -> dict[str, str]:
     normalized``; the original where the normalized column is missing)."""
     texts = {}
     for tsv in sorted(chapter.glob("*.trans.tsv")):
-        for n, line in enumerate(_read_lines(tsv, problems), 1):
+        for n, line in enumerate(read_lines(tsv, problems), 1):
             cols = line.split("\t")
             if len(cols) < 2 or not cols[0].strip():
                 if line.strip():
@@ -262,7 +262,7 @@ def _transcripts_without_audio(root: Path, base: Path) -> list[Problem]:
                 uid = txt.name[:-len(kind + ".txt")]
                 missing.setdefault((txt.parent / uid).as_posix(), _rel(root, txt))
     for tsv in base.rglob("*.trans.tsv"):
-        for n, line in enumerate(_read_lines(tsv), 1):
+        for n, line in enumerate(read_lines(tsv), 1):
             uid = line.split("\t", 1)[0].strip()
             if uid:
                 missing.setdefault((tsv.parent / uid).as_posix(), f"{_rel(root, tsv)}:{n}")
@@ -305,7 +305,7 @@ def read_jsonl(root: Path, metadata: Path | None = None, wav_dir: Path | None = 
     manifest = metadata or _single(root, "*.jsonl", "JSON-lines manifest (.jsonl)")
     base = wav_dir or manifest.parent
     utts, problems = [], []
-    for n, line in enumerate(_read_lines(manifest, problems), 1):
+    for n, line in enumerate(read_lines(manifest, problems), 1):
         if not line.strip():
             continue
         where = f"{manifest.name}:{n}"
@@ -350,58 +350,3 @@ def _single(root: Path, pattern: str, what: str) -> Path:
     if len(found) != 1:
         raise UserError(f"{root}: expected exactly one {what}, found {len(found)}; name it with --metadata")
     return found[0]
-
-
-def _looks_like_libritts(root: Path) -> bool:
-    """Transcripts two or three folders down: SPEAKER/CHAPTER/ or SUBSET/SPEAKER/CHAPTER/."""
-    return any(next(iter(root.glob(depth + name)), None) is not None
-               for depth in ("*/*/", "*/*/*/") for name in ("*.normalized.txt", "*.trans.tsv"))
-
-
-def detect_format(root: Path, metadata: Path | None = None) -> str:
-    if metadata is not None and metadata.suffix == ".jsonl":
-        return "jsonl"
-    if metadata is not None:
-        first = _read_lines(metadata)[:1]
-        return "csv" if first and "audio_file" in first[0].lower() else "ljspeech"
-    if (root / "metadata.csv").is_file():
-        first = _read_lines(root / "metadata.csv")[:1]
-        return "csv" if first and "audio_file" in first[0].lower() else "ljspeech"
-    if list(root.glob("*.csv")):
-        return "csv"
-    if list(root.glob("*.jsonl")):
-        return "jsonl"
-    if _looks_like_libritts(root):
-        return "libritts"
-    if any(p.is_dir() for p in root.iterdir()):
-        return "vctk"
-    raise UserError(f"{root}: cannot tell the corpus format (no metadata.csv, .csv or .jsonl file, "
-                    "no speaker folders); pass --format")
-
-
-READERS = {"ljspeech": read_ljspeech, "csv": read_csv, "vctk": read_vctk, "libritts": read_libritts,
-           "jsonl": read_jsonl}
-
-
-def locate(data: str | Path, metadata: str | Path | None = None) -> tuple[Path, Path | None]:
-    """(corpus folder, metadata file): the corpus may be given as its metadata file itself (a
-    JSON-lines manifest or a metadata .csv, as NeMo and HiFi-TTS users pass it)."""
-    data, metadata = Path(data), Path(metadata) if metadata else None
-    if data.is_file() and metadata is None:
-        return data.parent, data
-    return data, metadata
-
-
-def read_corpus(root: str | Path, fmt: str = "auto", metadata: str | Path | None = None,
-                wav_dir: str | Path | None = None) -> tuple[list[Utterance], list[Problem], str]:
-    """List a corpus. Returns (utterances in corpus order, problems, the format used)."""
-    root, metadata = locate(root, metadata)
-    if not root.is_dir():
-        raise UserError(f"{root}: dataset folder not found")
-    wav_dir = Path(wav_dir) if wav_dir else None
-    if fmt == "auto":
-        fmt = detect_format(root, metadata)
-    if fmt not in READERS:
-        raise UserError(f"unknown corpus format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    utts, problems = READERS[fmt](root, metadata, wav_dir)
-    return utts, problems, fmt

@@ -35,12 +35,13 @@ import numpy as np
 
 from myxtts import audio
 from myxtts.config import Config, from_dict
-from myxtts.data.embeddings import FILE as EMBEDDINGS
-from myxtts.data.format import FORMAT_VERSION, RECIPE, Index, recipe_path, settings_diff, settings_of, write_shard
-from myxtts.data.manifest import PSEUDO, Problem, locate, read_corpus
+from myxtts.data.cachedir import CacheDir
+from myxtts.data.corpus import locate, read_corpus
+from myxtts.data.format import FORMAT_VERSION, Index, settings_diff, settings_of, write_shard
+from myxtts.data.manifest import PSEUDO, Problem
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
-from myxtts.files import write_json
+from myxtts.files import remove_stale_temporaries, write_json
 from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
 
 DEFAULT_CHUNK = 256
@@ -193,13 +194,13 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
             "corpus": hashlib.sha256("\n".join(f"{u.id}|{u.audio}|{u.speaker}|{''.join(s)}"
                                                for u, s in kept).encode()).hexdigest()}
     _check_recipe(out, recipe)
-    (out / "shards").mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(out / "shards")
+    CacheDir(out).shards.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(CacheDir(out).shards)
 
     index, n = shard
     todo = [j for j in range(len(chunks)) if j % n == index and not _done(out, j)]
     if todo:  # the cache is incomplete until the merge below writes meta.json again
-        (out / "meta.json").unlink(missing_ok=True)
+        CacheDir(out).meta.unlink(missing_ok=True)
         done = sum(_done(out, j) for j in range(len(chunks)))
         if done:
             print(f"resuming: {done} of {len(chunks)} chunks already prepared in {out}",
@@ -221,13 +222,13 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
 
 
 def _done(out: Path, j: int) -> bool:
-    return (out / "shards" / f"{j:05d}" / "shard.json").is_file()
+    return CacheDir(out).shard_info(CacheDir.shard_name(j)).is_file()
 
 
 def _check_recipe(out: Path, recipe: dict) -> None:
-    path = recipe_path(out)
+    path = CacheDir(out).recipe()
     if path is None:
-        path = out / RECIPE
+        path = CacheDir(out).new_recipe
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:  # a file in the way, no permission
@@ -247,11 +248,6 @@ def _check_recipe(out: Path, recipe: dict) -> None:
         if old.get(key) != recipe[key]:
             raise UserError(f"{out}: {what} since this cache was started; use another --out, "
                             f"or delete {out} to start over")
-
-
-def _remove_stale_temps(shards: Path) -> None:
-    for p in shards.glob("tmp.*"):
-        shutil.rmtree(p, ignore_errors=True)
 
 
 def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
@@ -296,7 +292,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
                     offs[2] += pcm.size
                 stats["audio_seconds"] += mel.shape[0] * cfg.audio.hop_length / cfg.audio.sample_rate
             # Skips travel inside the shard so a merge on another machine still reports them.
-            write_shard(out / "shards" / f"{j:05d}", entries, mels, toks, wavs,
+            write_shard(CacheDir(out).shard(CacheDir.shard_name(j)), entries, mels, toks, wavs,
                         extra={"skipped": skipped})
     finally:
         bar.close()
@@ -314,9 +310,10 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg
     cols = {k: [] for k in per_entry + ("speaker_name", "shard")}
     skipped = [{"id": p.id, "reason": p.reason} for p in problems if not p.kept]
     notes = [{"id": p.id, "reason": p.reason} for p in problems if p.kept]
-    names = [f"{j:05d}" for j in range(n_chunks)]
+    cache = CacheDir(out)
+    names = [CacheDir.shard_name(j) for j in range(n_chunks)]
     for j, name in enumerate(names):
-        info = json.loads((out / "shards" / name / "shard.json").read_text())
+        info = json.loads(cache.shard_info(name).read_text())
         skipped += info.get("skipped", [])
         for e in info["entries"]:
             cols["shard"].append(j)
@@ -338,15 +335,15 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg
         report["timing"] = {"wall_seconds": round(elapsed, 3), "workers": workers,
                             "utterances_computed": computed["utterances"],
                             "audio_seconds_per_second_per_worker": round(per_worker, 2)}
-    write_json(out / "report.json", report)
-    if not cols["id"]:  # no meta.json: nothing may take this for a usable cache
-        (out / "meta.json").unlink(missing_ok=True)
+    write_json(cache.report, report)
+    if not cols["id"]:  # no meta file: nothing may take this for a usable cache
+        cache.meta.unlink(missing_ok=True)
         raise UserError(f"no usable utterances in {recipe['source']['root']}: {skip_summary(skipped)}; "
-                        f"details in {out / 'report.json'}")
-    write_json(out / "index.json", Index.from_json(cols).to_json())
+                        f"details in {cache.report}")
+    write_json(cache.index, Index.from_json(cols).to_json())
     meta = {k: recipe[k] for k in ("format_version", "settings", "config", "source", "vocab")}
     meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
-    write_json(out / "meta.json", meta)
+    write_json(cache.meta, meta)
     return report
 
 
@@ -369,15 +366,15 @@ def _reason_kind(reason: str) -> str:
 
 def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
     """Delete the broken shards (or all derived files) and prepare again from the source corpus."""
-    path = recipe_path(cache)
+    path = CacheDir(cache).recipe()
     if path is None:
-        raise UserError(f"{cache}: no {RECIPE}; cannot tell how this cache was made. Prepare it again")
+        raise UserError(f"{cache}: no {CacheDir.RECIPE}; cannot tell how this cache was made. Prepare it again")
     recipe = json.loads(path.read_text())
     for name in broken:
-        if (cache / "shards" / name).is_dir():
-            shutil.rmtree(cache / "shards" / name)
-    (cache / "meta.json").unlink(missing_ok=True)
-    (cache / EMBEDDINGS).unlink(missing_ok=True)  # of the clips as they were: computed again on use
+        if CacheDir(cache).shard(name).is_dir():
+            shutil.rmtree(CacheDir(cache).shard(name))
+    CacheDir(cache).meta.unlink(missing_ok=True)
+    CacheDir(cache).embeddings.unlink(missing_ok=True)  # of the clips as they were: computed again on use
     src = recipe["source"]
     return prepare(src["root"], cache, from_dict(recipe["config"]), src["format"], src["metadata"],
                    src["wav_dir"], workers=workers, chunk_size=recipe["chunk_size"])
@@ -393,7 +390,7 @@ def demo_cache(cfg: Config) -> Path:
         raise UserError(f"{DEMO_CORPUS}: demo corpus not found; pass --data CACHE")
     key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
     out = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "myxtts" / "bench" / f"demo-{key}"
-    if not (out / "meta.json").is_file():
+    if not CacheDir(out).meta.is_file():
         print(f"preparing the demo corpus into {out} (once)")
         prepare(DEMO_CORPUS, out, cfg, workers=os.cpu_count() or 1, progress=False)
     return out

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from myxtts.data.format import ARRAYS, FORMAT_VERSION, META_KEYS, Index, recipe_path, sha256
+from myxtts.data.cachedir import CacheDir
+from myxtts.data.format import ARRAYS, FORMAT_VERSION, META_KEYS, Index, sha256
 from myxtts.errors import UserError
 
 
@@ -36,23 +37,23 @@ def _no_meta(path: Path) -> str:
         return f"{path}: not a folder"
     if _found_nothing(path):
         return _nothing_usable(path)
-    if recipe_path(path) is not None:
-        return (f"{path}: prepare did not finish (no meta.json); run the same `myxtts prepare` "
+    if CacheDir(path).recipe() is not None:
+        return (f"{path}: prepare did not finish (no {CacheDir.META}); run the same `myxtts prepare` "
                 "command again to resume")
-    return f"{path}: not a prepared cache (no meta.json); run `myxtts prepare`"
+    return f"{path}: not a prepared cache (no {CacheDir.META}); run `myxtts prepare`"
 
 
 def _found_nothing(path: Path) -> bool:
     """prepare finished and kept no utterance (it then writes report.json but no meta.json)."""
     try:
-        return json.loads((path / "report.json").read_text()).get("utterances") == 0
+        return json.loads(CacheDir(path).report.read_text()).get("utterances") == 0
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def _nothing_usable(path: Path) -> str:
     return (f"{path}: the cache holds 0 utterances: prepare found nothing usable in the corpus "
-            f"(reasons in {path / 'report.json'}); fix the corpus and run `myxtts prepare` again")
+            f"(reasons in {CacheDir(path).report}); fix the corpus and run `myxtts prepare` again")
 
 
 def _read_json(path: Path, name: str):
@@ -76,29 +77,29 @@ def read_checked(path: Path) -> tuple[dict | None, Index | None, list[tuple[str,
     """(meta, index, structural problems); meta and index are None when meta.json or index.json
     is itself the problem. Raises UserError for what --fix cannot repair: no cache at all,
     another format version, a cache with nothing in it."""
-    if not (path / "meta.json").is_file():
+    if not CacheDir(path).meta.is_file():
         raise UserError(_no_meta(path))
     try:
-        meta = _read_json(path, "meta.json")
+        meta = _read_json(path, CacheDir.META)
         if not isinstance(meta, dict) or any(k not in meta for k in META_KEYS):
-            raise _Broken("meta.json", "incomplete (a field is missing)")
+            raise _Broken(CacheDir.META, "incomplete (a field is missing)")
         if meta["format_version"] != FORMAT_VERSION:
             raise UserError(f"{path}: cache format {meta['format_version']} is not "
                             f"{FORMAT_VERSION}; prepare it again")
         if meta.get("utterances") == 0:
             raise UserError(_nothing_usable(path))
-        index = _read_json(path, "index.json")
+        index = _read_json(path, CacheDir.INDEX)
         columns = Index.columns()
         if not isinstance(index, dict) or any(k not in index for k in columns):
-            raise _Broken("index.json", "incomplete (a column is missing)")
+            raise _Broken(CacheDir.INDEX, "incomplete (a column is missing)")
         if len({len(index[k]) for k in columns}) != 1:
-            raise _Broken("index.json", "columns of different lengths")
+            raise _Broken(CacheDir.INDEX, "columns of different lengths")
         if not index["id"]:
             raise UserError(_nothing_usable(path))
         try:
             index = Index.from_json(index)
         except (TypeError, ValueError):
-            raise _Broken("index.json", "a number column holds something else") from None
+            raise _Broken(CacheDir.INDEX, "a number column holds something else") from None
         return meta, index, _check_shards(path, meta, index)
     except _Broken as e:
         return None, None, [(e.where, e.what)]
@@ -120,7 +121,7 @@ def _check_shards(path: Path, meta: dict, index: Index) -> list[tuple[str, str]]
     names = meta["shards"]
     shard = index.shard
     if shard.size and (shard.min() < 0 or shard.max() >= len(names)):
-        return [("index.json", f"refers to a shard that meta.json does not list ({len(names)} shards)")]
+        return [(CacheDir.INDEX, f"refers to a shard that {CacheDir.META} does not list ({len(names)} shards)")]
     feats = ["mel", "tokens"] + (["wav"] if meta["settings"].get("data", {}).get("store_wav") else [])
     n_mels = meta["settings"].get("audio", {}).get("n_mels")
     problems = []
@@ -130,13 +131,13 @@ def _check_shards(path: Path, meta: dict, index: Index) -> list[tuple[str, str]]
         need[feat] = np.zeros(len(names), dtype=np.int64)
         np.maximum.at(need[feat], shard, getattr(index, off) + getattr(index, n))
     for si, name in enumerate(names):
-        d = path / "shards" / name
+        d = CacheDir(path).shard(name)
         if not d.is_dir():
             problems.append((name, "shard folder missing"))
             continue
         for feat in feats:
             dtype, ndim, _, _ = ARRAYS[feat]
-            f = d / f"{feat}.npy"
+            f = CacheDir(path).shard_array(name, feat)
             if not f.is_file():
                 problems.append((name, f"{feat}.npy missing"))
                 continue
@@ -150,7 +151,7 @@ def _check_shards(path: Path, meta: dict, index: Index) -> list[tuple[str, str]]
             elif dt != dtype or len(shape) != ndim or (feat == "mel" and shape[1] != n_mels):
                 problems.append((name, f"{feat}.npy holds {dt}{list(shape)}, not the cache's layout"))
             elif shape[0] < need[feat][si]:
-                problems.append((name, f"{feat}.npy has {shape[0]} rows, index.json needs "
+                problems.append((name, f"{feat}.npy has {shape[0]} rows, {CacheDir.INDEX} needs "
                                        f"{need[feat][si]}"))
     return problems
 
@@ -169,9 +170,9 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
     Raises UserError for what it cannot repair: a folder that does not exist or holds no
     cache, and a cache of 0 utterances (the corpus had nothing usable)."""
     path = Path(path)
-    if not (path / "meta.json").is_file():
-        if path.is_dir() and recipe_path(path) is not None and not _found_nothing(path):
-            return [("meta.json", "missing: the cache is incomplete (prepare did not finish)")]
+    if not CacheDir(path).meta.is_file():
+        if path.is_dir() and CacheDir(path).recipe() is not None and not _found_nothing(path):
+            return [(CacheDir.META, "missing: the cache is incomplete (prepare did not finish)")]
         raise UserError(_no_meta(path))
     meta, index, problems = read_checked(path)
     if meta is None:
@@ -180,14 +181,13 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
     for si, name in enumerate(meta["shards"]):
         if any(p[0] == name for p in problems):
             continue
-        d = path / "shards" / name
         try:
-            info = json.loads((d / "shard.json").read_text())
+            info = json.loads(CacheDir(path).shard_info(name).read_text())
         except (OSError, json.JSONDecodeError) as e:
-            problems.append((name, f"shard.json unreadable ({type(e).__name__})"))
+            problems.append((name, f"{CacheDir.SHARD_INFO} unreadable ({type(e).__name__})"))
             continue
         for feat, digest in info["sha256"].items():
-            f = d / f"{feat}.npy"
+            f = CacheDir(path).shard_array(name, feat)
             if not f.is_file():
                 problems.append((name, f"{feat}.npy missing"))
             elif sha256(f) != digest:
@@ -195,8 +195,8 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
         if any(p[0] == name for p in problems):
             continue
         ents = info["entries"]
-        mel = np.load(d / "mel.npy", mmap_mode="r")
-        tok = np.load(d / "tokens.npy", mmap_mode="r")
+        mel = np.load(CacheDir(path).shard_array(name, "mel"), mmap_mode="r")
+        tok = np.load(CacheDir(path).shard_array(name, "tokens"), mmap_mode="r")
         if mel.ndim != 2 or mel.shape[1] != n_mels:
             problems.append((name, f"mel has shape {mel.shape}, expected (*, {n_mels})"))
         if sum(e["n_frames"] for e in ents) != mel.shape[0]:
@@ -205,5 +205,5 @@ def verify(path: str | Path) -> list[tuple[str, str]]:
             problems.append((name, "token count disagrees with the shard's entries"))
         in_index = np.flatnonzero(index.shard == si)
         if [index.id[i] for i in in_index] != [e["id"] for e in ents]:
-            problems.append((name, "index.json disagrees with the shard's entries"))
+            problems.append((name, f"{CacheDir.INDEX} disagrees with the shard's entries"))
     return problems

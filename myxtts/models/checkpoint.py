@@ -4,20 +4,23 @@ The tensors are the module's ``state_dict``; the safetensors header metadata (al
 everything needed to rebuild the module and use it:
 
     format          "myxtts"            (what makes a file a MyXTTS checkpoint)
-    format_version  "2"                 (bumped when the layout or maths changes incompatibly)
+    format_version  "6"                 (bumped when the layout or maths changes incompatibly;
+                                         :data:`READABLE` lists the versions still read)
     kind            "acoustic" | "vocoder"
     config          the full Config as YAML (audio, text, model, vocoder, ...)
     vocab           the symbol list as JSON (ids are positions)
     step            training step, or ""
     myxtts_version  the package version that wrote it
+    speakers        the voices an acoustic model trained on, as JSON (absent in older files)
 
 Writes are atomic (:func:`myxtts.files.atomic_write`), so a crash mid-save never leaves a
 truncated checkpoint where a good one was.
 Reading uses safetensors alone (no torch.load, no pickle), so a checkpoint from an untrusted source cannot run code.
 
-These are model exports (the trainer writes one per checkpoint: where they live in a run, and
-which of them speaks for it, is :mod:`myxtts.rundir`'s); optimizer and sampler state for
-resuming are the trainer's business.
+These are model exports, one file each: the trainer writes one per checkpoint, and where they
+live in a run, and which of them speaks for it, is :mod:`myxtts.rundir`'s (a caller given a run
+folder finds its file there, :func:`myxtts.rundir.resolve_checkpoint`); optimizer and sampler
+state for resuming are the trainer's business.
 """
 from __future__ import annotations
 
@@ -33,7 +36,6 @@ from myxtts import __version__
 from myxtts.config import Config, ConfigError, from_dict, settings_before, upgrade
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
-from myxtts.rundir import resolve_checkpoint
 
 FORMAT = "myxtts"
 FORMAT_VERSION = 6
@@ -90,6 +92,8 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
 def read_metadata(path) -> dict:
     """Validated header metadata of a checkpoint file (reads the header only)."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not a model file (a .safetensors file)")
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     try:
@@ -139,9 +143,9 @@ def _load_state(model: nn.Module, path: Path, device) -> None:
 
 
 def load_weights(model: nn.Module, path) -> dict:
-    """Load a checkpoint's weights into an existing module (e.g. to resume training);
+    """Load a model file's weights into an existing module (e.g. to resume training);
     returns the validated header metadata."""
-    path = resolve_checkpoint(path)
+    path = Path(path)
     meta = read_metadata(path)
     target = _unwrap(model)
     _load_state(target, path, next(target.parameters()).device)
@@ -172,9 +176,9 @@ def describe(path) -> tuple[Config, list[str], dict]:
 
 
 def load_model(path, device="cpu"):
-    """→ (model in eval mode, cfg, vocab_symbols, meta). ``path``: a file or a run directory.
+    """→ (model in eval mode, cfg, vocab_symbols, meta). ``path``: a model file.
     meta: as :func:`describe` gives it."""
-    path = resolve_checkpoint(path)
+    path = Path(path)
     cfg, vocab, meta = describe(path)
     model = build_model(meta["kind"], cfg, len(vocab))
     _load_state(model, path, device)

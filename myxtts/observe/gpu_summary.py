@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from statistics import fmean
 
+from myxtts.files import atomic_write
 from myxtts.observe.format import fmt
 from myxtts.observe.stats import SeriesStats, summarize
 
@@ -184,7 +185,7 @@ def _mean(values: list[float]) -> float | None:
 
 # ------------------------------------------------------------------------------------- CSV
 def write_csv(samples: list[GpuSample], path: str | Path) -> None:
-    with open(path, "w", newline="") as f:
+    with atomic_write(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=[f.name for f in fields(GpuSample)])
         w.writeheader()
         for s in samples:

@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from myxtts.observe import svg
+from myxtts.rundir import RunDir
 
 MAX_SAMPLES = 4
 # metrics.jsonl keys that are figures of the step, not terms of the loss
@@ -69,11 +70,11 @@ def _step(d: Path) -> str:
 
 def alignment_html(samples: Path | None) -> str:
     """The latest sample's alignment image (text position over decoder step); "" if none."""
-    with_image = [d for d in sample_dirs(samples) if (d / "attention.png").is_file()]
+    with_image = [d for d in sample_dirs(samples) if (d / RunDir.SAMPLE_ATTENTION).is_file()]
     if not with_image:
         return ""
     d = with_image[-1]
-    data = base64.b64encode((d / "attention.png").read_bytes()).decode()
+    data = base64.b64encode((d / RunDir.SAMPLE_ATTENTION).read_bytes()).decode()
     return (f'<img alt="alignment at step {_step(d)}" src="data:image/png;base64,{data}" style="max-width:100%">'
             f'<p class="small">Step {_step(d)}, the training sample\'s sentence: a clean diagonal is a model '
             'that reads the text in order, one part after another.</p>')
@@ -85,13 +86,14 @@ def samples_html(samples: Path | None) -> str:
 
     rows = []
     for d in sample_dirs(samples)[-MAX_SAMPLES:]:
-        wav = d / "sample.wav"
+        wav = d / RunDir.SAMPLE_WAV
         if not wav.is_file():
             continue
         audio, sr = sf.read(wav, dtype="int16")
         buf = io.BytesIO()
         sf.write(buf, audio, sr, format="FLAC")
-        vocoder = (d / "vocoder.txt").read_text().strip() if (d / "vocoder.txt").is_file() else "?"
+        said = d / RunDir.SAMPLE_VOCODER
+        vocoder = said.read_text().strip() if said.is_file() else "?"
         rows.append(f"<tr><td>{_step(d)}</td><td><audio controls preload=\"none\" "
                     f'src="data:audio/flac;base64,{base64.b64encode(buf.getvalue()).decode()}"></audio></td>'
                     f"<td>{audio.shape[0] / sr:.2f} s</td><td>{escape(vocoder)}</td></tr>")

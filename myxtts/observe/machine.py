@@ -19,9 +19,11 @@ from pathlib import Path
 
 import torch
 
+from myxtts.data.cachedir import CacheDir
 from myxtts.models.monotonic import check_device
 from myxtts.observe import loaders as R
 from myxtts.observe.findings import Finding
+from myxtts.rundir import RunDir
 from myxtts.train.memory import DeviceMemory
 from myxtts.train.precision import usable_cpus
 from myxtts.train.symbolic import supported_torch, torch_in_range
@@ -135,7 +137,7 @@ def environment(doc: Doc, cfg) -> torch.device:
     except Exception as e:  # no nvidia-ml-py, or NVML failing
         doc.check(E, "driver/NVML", "warn", f"NVML not usable ({type(e).__name__}: {e})")
         doc.find("low", "NVML not available", "GPU utilisation cannot be sampled (progress line, "
-                 "`myxtts monitor`, report.html)", "`pip install 'myxtts[gpu]'` (nvidia-ml-py)", "env-nvml", 1)
+                 f"`myxtts monitor`, {RunDir.REPORT})", "`pip install 'myxtts[gpu]'` (nvidia-ml-py)", "env-nvml", 1)
     bf16 = torch.cuda.is_bf16_supported()
     doc.note(bf16_supported=bf16)
     doc.check(E, "bf16 / TF32", "ok" if bf16 else "warn",
@@ -228,7 +230,7 @@ def host(doc: Doc, cfg, dev, cache=None, sampler=None) -> None:
 def disk(doc: Doc, cache, step: dict | None, cfg) -> None:
     """Time reading up to DISK_SAMPLE bytes of shard files after dropping them from the page
     cache (POSIX_FADV_DONTNEED; clean pages only, no root needed)."""
-    files = sorted(Path(cache.path).glob("shards/*/*.npy"))
+    files = sorted(CacheDir(cache.path).shards.glob("*/*.npy"))
     total = sum(f.stat().st_size for f in files)
     left, got, t0 = DISK_SAMPLE, 0, time.perf_counter()
     for f in files:

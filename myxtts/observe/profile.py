@@ -31,6 +31,7 @@ from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measure import measure
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.ops import count_host_syncs
+from myxtts.rundir import RunDir
 from myxtts.train.build import build_run
 from myxtts.train.compile import compiled_graphs
 from myxtts.train.loop import Loop
@@ -245,7 +246,7 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
     diag = diagnose(measured)
     not_measured = {} if cuda else {"mfu": m["mfu_basis"]}
     from myxtts.observe.report import write_report
-    report = write_report(out / "report.html", measured, diag, title="MyXTTS profile",
+    report = write_report(RunDir(out).report, measured, diag, title="MyXTTS profile",
                           not_measured=not_measured, achieved_tflops=m["achieved_tflops"],
                           mfu_basis=m["mfu_basis"], gpu_samples=gpu_samples,
                           meta={"device": f"{dev} ({name})", "steps": steps, "precision": run.precision.name,

@@ -14,7 +14,7 @@ page only:
                    statistics come from ``measured.gpu``
     mfu_basis      e.g. "H100 SXM dense bf16 989 TFLOP/s"; achieved_tflops
     not_measured   {section id: reason} for sections the caller knows it could not measure
-    metrics        the run's metrics.jsonl records (``train.log.read_metrics``): the loss curves
+    metrics        the run's metrics.jsonl records (:meth:`~myxtts.rundir.RunDir.read_metrics`): the loss curves
     samples        the run's samples folder (RUN/samples): the latest alignment and the audio
 
 Section ids: findings, learning, alignment, samples, gpu-timeline, step-time, input-bound, mfu,

@@ -18,8 +18,9 @@ from myxtts.observe.gpu import start_sampler, stop_sampler
 from myxtts.observe.gpu_summary import GpuSummary
 from myxtts.observe.measured import Measured, Settings
 from myxtts.observe.report import write_report
+from myxtts.rundir import RunDir
 from myxtts.train.collectives import ranks_text
-from myxtts.train.log import TrainLog, read_metrics
+from myxtts.train.log import TrainLog
 
 SAMPLE_INTERVAL_S = 1.0
 # Samples this long after the compile (or the run's start) are warm-up, not steady training: the
@@ -49,9 +50,9 @@ class RunLog(TrainLog):
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(self.out / "tensorboard"))
+                self._tb = SummaryWriter(str(self.run.tensorboard))
             except ImportError:
-                self.say("TensorBoard is not installed; metrics go to metrics.jsonl only "
+                self.say(f"TensorBoard is not installed; metrics go to {RunDir.METRICS} only "
                          "(pip install tensorboard)")
         return self._tb
 
@@ -125,7 +126,7 @@ class RunLog(TrainLog):
         summary["diagnosis"] = diag.as_dict()
         super().finish(summary)
         write_report(self.run.report, m, diag, title=f"MyXTTS report: {self.out}",
-                     gpu_samples=samples, metrics=read_metrics(self.out), samples=self.out / "samples",
+                     gpu_samples=samples, metrics=self.run.read_metrics(), samples=self.run.all_samples,
                      mfu_basis=summary.get("mfu_basis"), achieved_tflops=summary.get("achieved_tflops"))
         self.say(where_the_time_went(summary, m, diag, self.out))
         if self._tb is not None:
@@ -202,5 +203,5 @@ def where_the_time_went(s: dict, m: Measured, diag: Diagnosis, out: Path | None 
         lines += [f"  {f.title}: {f.evidence}; next: {f.action}" for f in diag.findings if f.rule == "straggler"]
     lines.append(f"verdict: {diag.headline()}")
     if out is not None:
-        lines.append(f"  all figures and findings: {out / 'summary.json'}, {out / 'report.html'}")
+        lines.append(f"  all figures and findings: {RunDir(out).summary}, {RunDir(out).report}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from myxtts.config import from_dict
+from myxtts.files import write_text
 from myxtts.observe import loaders as R
 from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN, workers_needed
 from myxtts.observe.measure import measure
@@ -115,11 +116,10 @@ def tune(cfg, data, out: str | Path = "tuned.yaml", say=print) -> dict:
     merged = cfg.to_dict()
     merged["data"].update(decided)
     from_dict(merged)  # validates: what we write loads
-    out.parent.mkdir(parents=True, exist_ok=True)
     head = (f"# written by `myxtts tune` on {device_name(torch.device('cuda' if cuda else 'cpu'))}; "
             f"measured step {st['step_ms']:.1f} ms\n")
-    out.write_text(head + yaml.safe_dump(overlay, sort_keys=False))
-    merged_path.write_text(head + yaml.safe_dump(merged, sort_keys=False))
+    write_text(out, head + yaml.safe_dump(overlay, sort_keys=False))
+    write_text(merged_path, head + yaml.safe_dump(merged, sort_keys=False))
     res["overrides"] = " ".join([f"data.{k}={v}" for k, v in decided.items()] +
                                 [f"train.{k}={v:.3g}" for k, v in train_decided.items()])
     return res | {"overlay": str(out), "merged": str(merged_path),

@@ -2,8 +2,8 @@
 
 One :class:`~myxtts.serve.engine.Engine` turns the sentences of every request in flight into
 audio through the loaded run's :meth:`~myxtts.infer.Synthesizer.speak_ids` (batched across
-requests), and streams each request its pieces in order; the HTTP app (:mod:`myxtts.serve.http`) and the Wyoming server
-(:mod:`myxtts.serve.wyoming`) are two doors to it.
+requests), and streams each request its pieces in order; the HTTP app
+(:mod:`myxtts.serve.openai_api`) and the Wyoming server (:mod:`myxtts.serve.wyoming`) are two doors to it.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from myxtts.rundir import RunDir
 from myxtts.serve import encode, uploads
 from myxtts.serve.openai_api import error
 
@@ -79,7 +80,7 @@ def add_page(app: FastAPI, engine, voices, voices_dir=None, key_required: bool =
     @app.get("/v1/report")
     async def run_report():
         if report is None or not report.is_file():
-            return error("this run has no report.html (it is written when training ends)", None, "not_found", 404)
+            return error(f"this run has no {RunDir.REPORT} (it is written when training ends)", None, "not_found", 404)
         return HTMLResponse(report.read_text(encoding="utf-8"))
 
     @app.get("/v1/audio/voices/{name}/reference")

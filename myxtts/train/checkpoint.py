@@ -7,29 +7,28 @@
         resume.json         what the run's settings resolved to (train/plan.py): a resume reads it
     RUN/best/model.safetensors      the weights with the lowest validation loss so far
 
-A checkpoint is written into a temporary directory and renamed into place, so a run killed
-while saving leaves the previous checkpoint intact. ``state.pt`` holds only tensors and plain
+A checkpoint is written whole under a temporary name and renamed into place
+(:func:`myxtts.files.atomic_folder`), so a run killed while saving leaves the previous checkpoint
+intact. ``state.pt`` holds only tensors and plain
 containers and is loaded with ``weights_only=True``: no arbitrary unpickling.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import torch
 
 from myxtts.errors import UserError
-from myxtts.files import atomic_write
+from myxtts.files import atomic_folder, atomic_write
 from myxtts.models.checkpoint import describe, load_weights, read_metadata, save_model
-from myxtts.rundir import MODEL_FILE, RunDir
-from myxtts.train.plan import CHECKPOINT_FILE
+from myxtts.rundir import RunDir
 
 
 def checkpoint_dirs(run: Path) -> list[Path]:
     """The run's complete checkpoints (those with a training state), oldest first."""
     r = RunDir(run)
-    return [d for d in map(r.step_dir, r.kept_steps()) if (d / "state.pt").is_file()]
+    return [d for d in map(r.step_dir, r.kept_steps()) if (d / RunDir.STATE).is_file()]
 
 
 def latest(run: Path) -> Path | None:
@@ -42,7 +41,7 @@ def resume_point(run: Path, kind: str) -> Path | None:
     is written into the directory)."""
     last = latest(run)
     if last is not None:
-        have = read_metadata(last / "model.safetensors")["kind"]
+        have = read_metadata(last / RunDir.MODEL)["kind"]
         if have != kind:
             raise UserError(f"{run} holds an {have} run; give the {kind} stage its own --out")
     return last
@@ -64,16 +63,12 @@ def set_rng_state(state: dict) -> None:
 def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, keep_last: int,
          kind: str = "acoustic", plan=None, speakers: list[str] | None = None) -> Path:
     final = RunDir(run).step_dir(step)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(tmp / MODEL_FILE, model, cfg, vocab_symbols, kind=kind, step=step,
-               speakers=speakers)
-    torch.save(train_state, tmp / "state.pt")
-    if plan is not None:
-        plan.save(tmp, CHECKPOINT_FILE)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    with atomic_folder(final) as tmp:
+        save_model(tmp / RunDir.MODEL, model, cfg, vocab_symbols, kind=kind, step=step,
+                   speakers=speakers)
+        torch.save(train_state, tmp / RunDir.STATE)
+        if plan is not None:
+            plan.save(tmp, RunDir.RESUME)
     for old in checkpoint_dirs(run)[:-keep_last]:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -81,16 +76,16 @@ def save(run: Path, step: int, model, cfg, vocab_symbols, train_state: dict, kee
 
 def load_state(path: Path, map_location="cpu") -> dict:
     try:
-        return torch.load(path / "state.pt", map_location=map_location, weights_only=True)
+        return torch.load(path / RunDir.STATE, map_location=map_location, weights_only=True)
     except (OSError, RuntimeError, EOFError) as e:  # truncated, damaged or missing
         why = e.strerror if isinstance(e, OSError) else "damaged or truncated"
-        raise UserError(f"{path / 'state.pt'}: unreadable ({why}); move {path} aside to resume "
+        raise UserError(f"{path / RunDir.STATE}: unreadable ({why}); move {path} aside to resume "
                         "from the checkpoint before it") from None
 
 
 def save_best(run: Path, ckpt: Path) -> None:
     with atomic_write(RunDir(run).best) as tmp:
-        shutil.copyfile(ckpt / MODEL_FILE, tmp)
+        shutil.copyfile(ckpt / RunDir.MODEL, tmp)
 
 
 def gather_state(components: dict, rng: list[dict]) -> dict:
@@ -102,10 +97,10 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
     """Load a checkpoint into a freshly built run. Strict: the checkpoint must hold exactly the
     components this run has, and its model settings must match the run's; a difference is a
     clear error naming it rather than a wrong resume."""
-    meta = read_metadata(path / "model.safetensors")
+    meta = read_metadata(path / RunDir.MODEL)
     section = "vocoder" if meta["kind"] == "vocoder" else "model"
     if meta.get("config"):
-        saved = describe(path / "model.safetensors")[0].to_dict()  # as its format version meant it
+        saved = describe(path / RunDir.MODEL)[0].to_dict()  # as its format version meant it
         old = saved.get(section, {})
         now = cfg.to_dict()[section]
         diff = sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k))
@@ -127,9 +122,9 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
             parts.append("missing " + ", ".join(sorted(want - have)))
         if have - want:
             parts.append("unknown " + ", ".join(sorted(have - want)))
-        raise UserError(f"{path / 'state.pt'}: does not fit this run ({'; '.join(parts)}); it was "
+        raise UserError(f"{path / RunDir.STATE}: does not fit this run ({'; '.join(parts)}); it was "
                         "written by another stage or version. Start a new --out")
-    load_weights(model, path / "model.safetensors")
+    load_weights(model, path / RunDir.MODEL)
     for name, c in components.items():
         c.load_state_dict(state[name])
     set_rng_state(state["rng"][min(rank, len(state["rng"]) - 1)])

@@ -42,9 +42,7 @@ from myxtts.rundir import RunDir
 from myxtts.train.batches import BucketBatches
 from myxtts.train.compile import COMPILE_MODES, CompileTally, compile_shapes, load_artifacts, save_artifacts
 
-FOLDER = "compiling"  # RUN/compiling/: what the compiler is given, and what it answers
-RESULT = "result.json"
-LOG = "compiler.log"
+RESULT, LOG = RunDir.COMPILE_RESULT, RunDir.COMPILE_LOG  # in RUN/compiling/, beside what it is given
 
 
 def wanted(setting: str, run) -> bool:
@@ -69,11 +67,11 @@ class CompileBeside:
 
     def __init__(self, run, out: Path, log):
         self.run, self.log = run, log
-        self.folder = Path(out) / FOLDER
+        self.folder = RunDir(out).compiling
         self.compiled_bin = RunDir(out).compiled
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / RESULT).unlink(missing_ok=True)
-        run.cfg.save(self.folder / "config.yaml")
+        run.cfg.save(self.folder / RunDir.CONFIG)
         run.plan.save(self.folder)
         step = run.step_fn
         self.compiled_fn, step.loss_fn = step.loss_fn, step.forward_loss  # eager until the switch
@@ -176,7 +174,7 @@ def main(folder: str, data: str, compiled_bin: str, parent: str) -> None:
 
     end_with(int(parent))
     folder_path = Path(folder)
-    cfg = load(folder_path / "config.yaml", saved=True)
+    cfg = load(folder_path / RunDir.CONFIG, saved=True)
     run = build_run(cfg, data, plan=Plan.load(folder_path), with_batches=False)
     tally = CompileTally()
     compile_shapes(run, batches=smallest_batches(run))

@@ -41,7 +41,7 @@ from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import describe, trained_voices
-from myxtts.rundir import choose_weights
+from myxtts.rundir import RunDir, choose_weights
 
 SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone
@@ -92,7 +92,8 @@ def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
             file, _ = choose_weights(p)  # a run's best weights, as every command speaks them
         except UserError:
             raise UserError(f"{path}: no weights there (expected a run folder with "
-                            "best/ or checkpoints/, a checkpoint folder, or a model.safetensors file)") from None
+                            f"{RunDir.BEST}/ or {RunDir.CHECKPOINTS}/, a checkpoint folder, or a {RunDir.MODEL} "
+                            "file)") from None
     elif p.is_file():
         file = p
     else:

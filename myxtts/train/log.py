@@ -167,20 +167,3 @@ class TrainLog:
             self._jsonl.close()
             self._jsonl = None
 
-
-def read_metrics(run: Path) -> list[dict]:
-    """A run's ``metrics.jsonl`` as written above, one dict a line; a line cut by a crash is
-    skipped, and a run without the file has none."""
-    out = []
-    try:
-        lines = (Path(run) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("step"), int):
-            out.append(rec)
-    return out

@@ -25,7 +25,7 @@ from myxtts.files import write_json
 from myxtts.rundir import RunDir
 
 FILE = RunDir.PLAN  # RUN/plan.json: the run's plan
-CHECKPOINT_FILE = "resume.json"  # a checkpoint's copy: the plan a resume from it continues
+CHECKPOINT_FILE = RunDir.RESUME  # a checkpoint's copy: the plan a resume from it continues
 
 
 # the setting each stage's learning rate comes from: what a plan's ``lr`` resolves

@@ -9,8 +9,9 @@ from pathlib import Path
 from myxtts import audio, vocode
 from myxtts.config import Config
 from myxtts.errors import UserError
-from myxtts.files import write_text
+from myxtts.files import atomic_write, write_text
 from myxtts.infer import Synthesizer
+from myxtts.rundir import RunDir
 from myxtts.speak import reference_from_cache
 from myxtts.text import TextProcessor
 
@@ -30,8 +31,8 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
     synth = Synthesizer.of(core, cfg, tp, to_wave, log=lambda _: None)
     (spoken,) = synth.synthesize([sentence], reference_from_cache(cache, held_out, cfg))
     mel, wav = spoken.mel, spoken.wav
-    write_text(out / "vocoder.txt", to_wave.name + "\n")
-    paths = {"wav": out / "sample.wav"}
+    write_text(out / RunDir.SAMPLE_VOCODER, to_wave.name + "\n")
+    paths = {"wav": out / RunDir.SAMPLE_WAV}
     audio.save_wav(paths["wav"], wav, cfg.audio.sample_rate)
     try:
         import matplotlib
@@ -40,16 +41,17 @@ def write_sample(out: Path, core, cache, cfg: Config, run: Path | None = None, s
         import matplotlib.pyplot as plt
     except ImportError:
         return paths
-    for name, img, xlabel, ylabel in (("mel", mel.T.numpy(), "frame", "mel bin"),
-                                      ("attention", spoken.attn.T, "decoder step",
-                                       "text position")):
+    for name, file, img, xlabel, ylabel in (("mel", RunDir.SAMPLE_MEL, mel.T.numpy(), "frame", "mel bin"),
+                                            ("attention", RunDir.SAMPLE_ATTENTION, spoken.attn.T,
+                                             "decoder step", "text position")):
         fig, ax = plt.subplots(figsize=(8, 3))
         ax.imshow(img, aspect="auto", origin="lower", interpolation="none")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{name}: {sentence[:60]}")
         fig.tight_layout()
-        paths[name] = out / f"{name}.png"
-        fig.savefig(paths[name], dpi=80)
+        paths[name] = out / file
+        with atomic_write(paths[name]) as tmp:
+            fig.savefig(tmp, dpi=80, format="png")
         plt.close(fig)
     return paths

@@ -14,7 +14,7 @@ frames, so every frame lines up with the recording) instead of the recording's o
 to render the acoustic model's mels, errors and smoothing included, into the recorded waveform.
 This is ground-truth-aligned fine-tuning, as Tacotron 2's and HiFi-GAN's recipes train their
 vocoders. The mel loss still compares with the recording's mel. A new run keeps its own copy
-of the teacher's weights (``KEPT`` in its folder, named in its plan), so a resume reads the same
+of the teacher's weights (``RUN/mels_from.safetensors``, named in its plan), so a resume reads the same
 model even after the acoustic run has gone on training and replaced its best weights.
 
 Single process. Losses stay on the device and are read only on logging steps; a non-finite loss
@@ -38,13 +38,13 @@ from myxtts.config import Config
 from myxtts.data.features import MEL_PAD
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
+from myxtts.files import atomic_write
 from myxtts.models.checkpoint import load_model
 from myxtts.models.vocoder import random_segments, reconstruction_loss
+from myxtts.rundir import RunDir
 from myxtts.train import finetune
 from myxtts.train.plan import Plan
 from myxtts.train.step import StepCounters
-
-KEPT = "mels_from.safetensors"  # a run's own copy of the acoustic model it reads the mels of
 
 
 def find_teacher(path, data) -> finetune.Source:
@@ -75,10 +75,11 @@ def load_teacher(mels_from: dict, data, device: torch.device) -> torch.nn.Module
 
 
 def keep_teacher(plan: Plan, out) -> Plan:
-    """A new run's plan, its teacher copied into the run's folder (``KEPT``) and the copy named
+    """A new run's plan, its teacher copied into the run's folder (:attr:`RunDir.mels_from`) and the copy named
     in ``mels_from["kept"]``. The copy is checked against the sha256 the plan holds."""
-    copy = (Path(out) / KEPT).resolve()
-    shutil.copyfile(plan.mels_from["path"], copy)
+    copy = RunDir(out).mels_from.resolve()
+    with atomic_write(copy) as tmp:
+        shutil.copyfile(plan.mels_from["path"], tmp)
     if sha256(copy) != plan.mels_from["sha256"]:
         copy.unlink()
         raise UserError(f"{plan.mels_from['path']}: changed while the vocoder run started (is its "

@@ -32,6 +32,7 @@ import yaml
 from myxtts.cli import build_parser, parse
 from myxtts.config import load
 from myxtts.infer import SILENT_DBFS, dbfs
+from myxtts.rundir import RunDir
 from tests.evaluate.conftest import TINY
 from tests.train.conftest import LJ, ROOT
 
@@ -173,7 +174,7 @@ def has_sound(wav: Path) -> np.ndarray:
 
 
 def losses(run: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = RunDir(run).read_metrics()
     return {r["step"]: r["loss"] for r in rows if r.get("loss") is not None}
 
 

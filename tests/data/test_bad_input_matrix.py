@@ -18,9 +18,9 @@ import torch
 
 from myxtts.config import load
 from myxtts.data.cache import Cache
+from myxtts.data.corpus import read_corpus
 from myxtts.data.device import BatchStream
 from myxtts.data.loader import make_loader
-from myxtts.data.manifest import read_corpus
 from myxtts.data.prepare import prepare, repair
 from myxtts.data.verify import check_structure, verify
 from myxtts.errors import UserError

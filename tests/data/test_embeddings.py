@@ -97,7 +97,7 @@ def test_a_cache_without_waveforms_is_refused(tmp_path):
 def test_worker_processes_compute_the_rows_one_process_does(cache, computed, tmp_path, monkeypatch):
     copy = tmp_path / "c"
     shutil.copytree(cache.path, copy)
-    (copy / embeddings.FILE).unlink()
+    embeddings.path_of(Cache(copy)).unlink()
     monkeypatch.setattr(embeddings, "CHUNK", 3)  # 4 tasks for the 2 processes
     # one thread per worker sums in another order: float32 rounding, then a float16 row may round apart
     np.testing.assert_allclose(embeddings.ensure(Cache(copy), progress=False, workers=2), computed[0], atol=1e-4)

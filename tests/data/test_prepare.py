@@ -150,7 +150,7 @@ def _lj_rows():
 def test_libritts_layout_reads_the_normalized_text_and_reports_what_it_cannot_use(tmp_path):
     import shutil
 
-    from myxtts.data.manifest import read_corpus
+    from myxtts.data.corpus import read_corpus
 
     root = tmp_path / "LibriTTS" / "train-clean-100"
     rows = _lj_rows()
@@ -193,7 +193,7 @@ def test_jsonl_manifest_round_trips_the_ljspeech_fixture_and_reports_bad_lines(t
     import json
     import shutil
 
-    from myxtts.data.manifest import read_corpus
+    from myxtts.data.corpus import read_corpus
 
     root = tmp_path / "nemo"
     (root / "audio").mkdir(parents=True)

@@ -13,13 +13,13 @@ from myxtts.data.prepare import prepare
 from myxtts.errors import UserError
 from myxtts.evaluate.evaluation import DNSMOS, NEW_TEXT, ZERO_SHOT, plan, plan_texts
 from myxtts.models.checkpoint import read_metadata, trained_voices
-from myxtts.rundir import resolve_checkpoint
+from myxtts.rundir import RunDir, resolve_checkpoint
 
 from .conftest import LJ, ROOT, train_tiny
 
 
 def _records(run):
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return RunDir(run).read_metrics()
 
 
 def test_training_logs_periodic_eval_without_changing_the_run(tiny_run, short_val_cache, tmp_path):

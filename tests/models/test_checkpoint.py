@@ -81,7 +81,7 @@ def test_resolve_run_directory_picks_newest(tmp_path):
                    SYMBOLS, step=step)
     (run / "checkpoints" / "step-00005000").mkdir()  # unfinished: no model file
     assert resolve_checkpoint(run).parent.name == "step-00001000"
-    assert load_model(run)[3]["step"] == 1000
+    assert load_model(resolve_checkpoint(run))[3]["step"] == 1000
     flat = tmp_path / "flat"
     save_model(flat / "model.safetensors", model, cfg, SYMBOLS)
     assert resolve_checkpoint(flat) == flat / "model.safetensors"
@@ -92,6 +92,8 @@ def test_clear_errors(tmp_path):
         load_model(tmp_path / "missing.safetensors")
     (tmp_path / "empty_run").mkdir()
     with pytest.raises(UserError, match="no checkpoint"):
+        resolve_checkpoint(tmp_path / "empty_run")
+    with pytest.raises(UserError, match="is a folder, not a model file"):  # a run is rundir's to resolve
         load_model(tmp_path / "empty_run")
     junk = tmp_path / "junk.safetensors"
     junk.write_text("model: not really\n")

@@ -1,4 +1,3 @@
-import json
 import os
 import subprocess
 import sys
@@ -8,6 +7,7 @@ import pytest
 
 from myxtts.config import load
 from myxtts.data.prepare import prepare
+from myxtts.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 LJ = ROOT / "tests" / "fixtures" / "ljspeech"
@@ -41,8 +41,7 @@ def run_train(cache, out, *overrides, env=None, wait=True):
 def losses(run: Path) -> dict[int, float]:
     """Per-step training loss; a resumed run's later lines win for repeated steps."""
     out = {}
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
+    for rec in RunDir(run).read_metrics():
         if rec.get("loss") is not None:
             out[rec["step"]] = rec["loss"]
     return out

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pytest
 
+from myxtts.rundir import RunDir
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 STORED = Path(__file__).with_name("learning.json")
@@ -96,7 +98,7 @@ def learning_curve(cache: Path, out: Path) -> dict[str, float]:
     # calibration below 0.006. One, as the rest of the suite: two oversubscribed the cores.
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS=THREADS))
     assert r.returncode == 0, r.stderr[-3000:]
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = RunDir(out).read_metrics()
     return {str(x["step"]): x["val_loss"] for x in records if x.get("val_loss") is not None}
 
 

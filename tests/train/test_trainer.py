@@ -52,7 +52,7 @@ def test_a_run_its_time_budget_ends_validates_its_last_weights(lj_cache, tmp_pat
     two validations, the last step's weights are validated too, or the best would be older."""
     r = run_train(lj_cache, tmp_path / "run", "train.max_steps=100000", "train.time_budget_s=0.001")
     assert r.returncode == 75 and "time budget reached: stopped at step 1" in r.stderr, r.stderr
-    recs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    recs = RunDir(tmp_path / "run").read_metrics()
     assert [x["step"] for x in recs if "val_loss" in x] == [1]
     assert RunDir(tmp_path / "run").best.is_file()
     # the schedule's end is kept where no rate could be measured yet
@@ -64,7 +64,7 @@ def test_overrides_reach_the_step_and_outputs(lj_cache, tmp_path):
                   "train.warmup_steps=0", "train.schedule=constant", "train.keep_last=1",
                   "train.checkpoint_every=1", "train.val_every=3")
     assert r.returncode == 0, r.stderr
-    recs = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    recs = RunDir(tmp_path / "run").read_metrics()
     train_recs = [x for x in recs if x.get("loss") is not None]
     assert [x["step"] for x in train_recs] == [1, 2, 3]
     assert all(x["lr"] == 0.0 for x in train_recs)

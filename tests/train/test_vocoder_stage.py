@@ -17,6 +17,7 @@ from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import load_model
 from myxtts.models.vocoder import reconstruction_loss
+from myxtts.rundir import RunDir
 from myxtts.train.build import build_run, resolve_plan
 from myxtts.train.optim import EPOCH_DECAY
 from myxtts.train.trainer import train
@@ -47,7 +48,7 @@ def test_vocoder_stage_trains_checkpoints_and_feeds_synthesis(lj_cache, acoustic
     r = run_vocoder(lj_cache, run)
     assert r.returncode == 0, r.stderr
     assert "vocoder: 2.79 M parameters" in r.stderr
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    recs = RunDir(run).read_metrics()
     assert [x["step"] for x in recs] == [1, 2, 3]
     for x in recs:
         assert math.isfinite(x["loss"])
