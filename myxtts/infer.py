@@ -284,7 +284,7 @@ class Synthesizer:
         """The voices this run speaks in, by name (:mod:`myxtts.voice`): every speaker of
         :meth:`cache` (``data``, a folder or a cache already opened; else the one the run
         recorded), then one per sub-folder of the voices ``folder``, then the neutral voice.
-        ``serve``, ``export`` and the page list these."""
+        ``serve``, ``export``, the page and ``synthesize --list-voices`` list these."""
         from myxtts.data.cache import Cache
         from myxtts.voice import cache_voices, folder_voices, neutral
 
@@ -293,6 +293,13 @@ class Synthesizer:
         if folder is not None:
             found += folder_voices(Path(folder), self.cfg, self.log)
         return found + [neutral(self.cfg)]
+
+    def voice(self, name: str, data=None):
+        """The :class:`~myxtts.voice.Voice` of :meth:`voices` called ``name`` (``synthesize
+        --voice``); a :class:`UserError` listing them, the closest first, where none is."""
+        from myxtts.voice import named
+
+        return named(self.voices(data), name)
 
     # ------------------------------------------------------------------------ the weights
     @functools.cached_property

@@ -13,10 +13,12 @@
 - **neutral**: no reference; the resampler's learned latents alone.
 
 So the same folder is the same voice in ``serve``, ``synthesize`` and an export, and a loaded
-run lists the same voices for each (:meth:`myxtts.infer.Synthesizer.voices`).
+run lists the same voices for each (:meth:`myxtts.infer.Synthesizer.voices`), one of which
+``synthesize --voice NAME`` names (:func:`named`).
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +100,13 @@ def cache_voices(cache, cfg) -> list[Voice]:
 
 def neutral(cfg) -> Voice:
     return Voice(NEUTRAL, "no reference", speak.neutral(cfg))
+
+
+def named(voices: list[Voice], name: str) -> Voice:
+    """The voice called ``name`` among ``voices``; where there is none, a :class:`UserError`
+    listing their names, the closest to ``name`` first (a misspelt name's voice leads)."""
+    for v in voices:
+        if v.name == name:
+            return v
+    names = sorted((v.name for v in voices), key=lambda n: -difflib.SequenceMatcher(None, name, n).ratio())
+    raise UserError(f"unknown voice {name!r}; the run's voices, closest first: {', '.join(names)}")

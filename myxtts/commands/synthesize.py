@@ -1,4 +1,6 @@
-"""``myxtts synthesize --checkpoint RUN --text "..." [--reference WAV]``: text (+ voice) to wav."""
+"""``myxtts synthesize --checkpoint RUN --text "..." [--voice NAME | --reference WAV]``: text (+ voice)
+to wav. ``--list-voices`` prints the run's voices by name, as ``serve`` and ``export`` list them
+(:meth:`myxtts.infer.Synthesizer.voices`)."""
 from __future__ import annotations
 
 import time
@@ -20,6 +22,11 @@ def add_parser(sub) -> None:
                         "data.ref_seconds (3 s by default) are used, as in training; a folder of "
                         "clips is one voice, as `serve --voices` and `export --voice` make it "
                         "(default: the neutral voice)")
+    p.add_argument("--voice", metavar="NAME",
+                   help="a voice of the run by name, as `serve` and `export` name it: a speaker of the "
+                        "cache it trained on, or neutral (see --list-voices)")
+    p.add_argument("--list-voices", action="store_true",
+                   help="print the names of the run's voices, one a line, in the order `serve` lists them, and stop")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "
                         "or synthesized/)")
@@ -46,15 +53,22 @@ def read_texts(args) -> list[str]:
 
 
 def run(args) -> int:
+    if args.list_voices:
+        synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err, step=args.step)
+        print("\n".join(v.name for v in synth.voices()))
+        return EXIT_OK
+    if args.voice is not None and args.reference is not None:
+        raise UserError("--voice names a voice of the run and --reference gives one: give one of them")
     texts = read_texts(args)
     if args.batch_size < 1:
         raise UserError("--batch-size must be at least 1")
     t0 = time.perf_counter()
     synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err, step=args.step)
-    results = synth.synthesize_to_file(texts, args.out, args.reference, args.seed, args.batch_size)
+    voice = synth.voice(args.voice) if args.voice is not None else args.reference
+    results = synth.synthesize_to_file(texts, args.out, voice, args.seed, args.batch_size)
     for res in results:
         print(f"{res.path}  {res.seconds:.2f} s")
     took = time.perf_counter() - t0
     print(f"{len(texts)} text(s), {sum(r.seconds for r in results):.1f} s of audio in {took:.1f} s "
-          f"(step {synth.meta['step']}, voice: {args.reference or 'neutral'})")
+          f"(step {synth.meta['step']}, voice: {args.voice or args.reference or 'neutral'})")
     return EXIT_OK
