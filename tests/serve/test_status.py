@@ -4,9 +4,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import httpx
+
 from myxtts.infer import about_weights
 from myxtts.rundir import choose_weights
 from myxtts.serve.page import LOAD_WINDOW_S, load
+from myxtts.serve.schemas import Status
 
 
 def test_the_run_is_named_with_its_weights_why_and_their_evaluation(tmp_path):
@@ -32,3 +35,12 @@ def test_the_load_is_the_last_minute_of_first_audio():
     assert load(engine, now=100.0 + LOAD_WINDOW_S) == {"in_flight": 2, "requests_last_minute": 3,
                                                         "first_audio_p50_ms": 200.0}
     assert load(engine, now=1000.0)["first_audio_p50_ms"] is None
+
+
+def test_the_served_status_is_its_declared_schema(served):
+    r = httpx.get(f"{served.url}/v1/status", headers=served.headers(), timeout=30)
+    assert r.status_code == 200
+    status = Status.model_validate(r.json())
+    assert status.run.folder == served.run.name and status.run.step == 1
+    assert status.run.weights == "checkpoints/step-00000001/model.safetensors"
+    assert status.upload.kept and "pcm" in status.formats  # the server was given --voices DIR
