@@ -35,7 +35,7 @@ from myxtts.serve.request import MODEL_ID, SpeechRequest, bad_field, check
 from myxtts.serve.schemas import APIError, Health, ModelCard, ModelList, TimedSpeech, VoiceList
 
 RETRY_AFTER_S = 1
-# a body without a Content-Type is read as JSON, as the API's clients (and curl -d ...) send it
+# a body sent without a Content-Type is read as JSON too (one sent as a form is not)
 router = APIRouter(strict_content_type=False)
 
 

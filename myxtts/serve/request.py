@@ -69,7 +69,7 @@ def bad_field(errors: list[dict]) -> BadRequest:
         at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
         return BadRequest(f"the body is not valid JSON ({why}{at})", "body", "invalid_json")
     if not loc or not isinstance(loc[0], str):
-        return BadRequest("the body must be a JSON object", "body", "invalid_json")
+        return BadRequest("the body must be a JSON object (Content-Type: application/json)", "body", "invalid_json")
     param = loc[0]
     field = SpeechRequest.model_fields.get(param)
     what = field.description if field is not None else ""
