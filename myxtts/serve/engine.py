@@ -14,6 +14,10 @@ and :meth:`~myxtts.infer.Synthesizer.encode`). One worker thread loops:
    piece of a request is short, so new requests hear something at once, and no request waits
    for another's sentence to be finished.
 
+Between two turns it also runs the model work that is not a request's sentence (a voice
+uploaded while serving is conditioned, a voice's reference is vocoded): :meth:`Engine.call`
+queues it, so the model and the vocoder are only ever run by this one thread.
+
 So each request's audio arrives in order, first sentence first, and nothing serialises users: a
 long request does not hold a short one back for longer than one piece. Events go to the job's
 asyncio queue on its own event loop. A job whose client left is cancelled and dropped between
@@ -26,6 +30,7 @@ import re
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,6 +104,7 @@ class Engine:
         # the worker reads no text (the sentences come encoded), so decoding needs no turn
         self.text_lock = threading.Lock()
         self.jobs: list[Job] = []
+        self.calls: list[tuple[Future, object, tuple]] = []  # model work for the worker's next turn
         self.first_audio: deque[tuple[float, float]] = deque(maxlen=4096)  # (finished at, seconds) per request
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="myxtts-engine", daemon=True)
@@ -133,6 +139,19 @@ class Engine:
             self.cond.notify()
         return job
 
+    def call(self, fn, *args) -> Future:
+        """``fn(*args)`` run by the worker before its next turn of decoding (any thread may ask):
+        the model and the vocoder are the worker's, so work on them outside a request waits for
+        it, rather than running beside it. → its future (cancelled if the engine stops first)."""
+        future: Future = Future()
+        with self.cond:
+            if self.stopping:
+                future.cancel()
+            else:
+                self.calls.append((future, fn, args))
+                self.cond.notify()
+        return future
+
     @property
     def in_flight(self) -> int:
         return len(self.jobs)
@@ -142,6 +161,10 @@ class Engine:
             self.stopping = True
             self.cond.notify()
         self.thread.join(timeout=10)
+        with self.cond:  # asked for too late: their waiters are told, not left waiting
+            for future, _, _ in self.calls:
+                future.cancel()
+            self.calls = []
 
     # ------------------------------------------------------------------------ the worker
     def _ready(self, job: Job) -> bool:
@@ -150,14 +173,16 @@ class Engine:
     def _run(self) -> None:
         while True:
             with self.cond:
-                while not self.stopping and not any(self._ready(j) for j in self.jobs):
+                while not self.stopping and not self.calls and not any(self._ready(j) for j in self.jobs):
                     self.cond.wait()
                 if self.stopping:
                     return
+                calls, self.calls = self.calls, []
                 for j in [j for j in self.jobs if j.cancelled]:
                     self._finish(j, "cancelled")
                 jobs = list(self.jobs)
                 starting = [(j, j.pending.popleft()) for j in jobs if j.active is None and j.pending]
+            self._calls(calls)
             if starting:
                 self._speak(starting)
             self._next_pieces([j for j in jobs if j.active is not None and not j.cancelled])
@@ -167,6 +192,15 @@ class Engine:
                         self._finish(j, "failed" if j.failed else "done")  # its log line, then the client
                         if not j.failed:
                             j.emit(Event("done"))
+
+    @staticmethod
+    def _calls(calls: list[tuple[Future, object, tuple]]) -> None:
+        for future, fn, args in calls:
+            if future.set_running_or_notify_cancel():  # False: its asker has gone
+                try:
+                    future.set_result(fn(*args))
+                except Exception as e:  # the asker's to answer; the worker goes on
+                    future.set_exception(e)
 
     def _finish(self, job: Job, how: str) -> None:
         """Under the lock: drop ``job``, with its log line."""

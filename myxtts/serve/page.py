@@ -11,7 +11,7 @@ beyond that API is added here, under ``/v1/`` so ``--api-key`` guards it as it g
   latency p50 over the last minute), the formats and the upload limits;
 - ``GET /v1/audio/voices/{name}/reference``: a voice's reference as the model hears it (its mel
   through the server's vocoder), as WAV;
-- ``POST /v1/audio/voices``: a voice from a clip (:mod:`myxtts.serve.uploads`);
+- ``POST /v1/audio/voices``: a voice from a clip (:mod:`myxtts.serve.uploads`, its own router);
 - ``GET /v1/report``: the run's ``report.html``.
 """
 from __future__ import annotations
@@ -19,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
 
 from myxtts.rundir import RunDir
 from myxtts.serve import encode, uploads
-from myxtts.serve.openai_api import error
+from myxtts.serve.schemas import APIError, RunInfo, Status, UploadLimits
 
 STATIC = Path(__file__).parent / "static"
 LOAD_WINDOW_S = 60.0
@@ -42,73 +43,85 @@ def load(engine, now: float | None = None) -> dict:
             "first_audio_p50_ms": round(p50, 1) if p50 is not None else None}
 
 
+@dataclass
+class Page:
+    """What the page's routes read beside the app's run, engine and voices."""
+
+    index: str  # the page's HTML
+    script: str
+    run: dict  # the loaded run's weights, why, and their evaluation (Synthesizer.about)
+    report: Path | None  # where the run's report.html is written when training ends
+    references: dict[str, bytes] = field(default_factory=dict)  # voice → its reference as WAV, once made
+
+    def has_report(self) -> bool:
+        return self.report is not None and self.report.is_file()
+
+
+router = APIRouter()
+
+
+@router.get("/", response_class=HTMLResponse)
+async def page(request: Request):
+    return HTMLResponse(request.app.state.page.index)
+
+
+@router.get("/page.js")
+async def page_script(request: Request):
+    return Response(request.app.state.page.script, media_type="text/javascript")
+
+
+@router.get("/v1/status", response_model=Status)
+async def status(request: Request):
+    st = request.app.state
+    return Status(run=RunInfo(**st.page.run, report=st.page.has_report()), load=load(st.engine),
+                  formats=list(encode.SUPPORTED), pcm_rate=encode.PCM_RATE,
+                  upload=UploadLimits(max_bytes=uploads.MAX_BYTES, max_seconds=uploads.MAX_SECONDS,
+                                      kept=st.uploads.kept))
+
+
+@router.get("/v1/report", response_class=HTMLResponse)
+async def run_report(request: Request):
+    pg: Page = request.app.state.page
+    if not pg.has_report():
+        raise APIError(f"this run has no {RunDir.REPORT} (it is written when training ends)", None, "not_found", 404)
+    return HTMLResponse(pg.report.read_text(encoding="utf-8"))
+
+
+@router.get("/v1/audio/voices/{name}/reference")
+async def reference(name: str, request: Request):
+    """The voice's reference mel through the server's vocoder, as WAV: the engine's worker
+    vocodes it between two turns of speaking."""
+    st = request.app.state
+    if name not in st.voices:
+        raise APIError(f"unknown voice; this server has: {', '.join(st.voices.names)}", "name", "invalid_value", 404)
+    voice = st.voices[name]
+    if voice.reference.frames == 0:
+        raise APIError(f"{name} has no reference: it is the model's voice alone", "name", "no_reference", 404)
+    made = st.page.references
+    if name not in made:
+        wav = await asyncio.wrap_future(st.engine.call(st.synth.to_wave, voice.reference.mel))
+        made[name] = await asyncio.to_thread(encode.encode, np.asarray(wav, dtype=np.float32),
+                                             st.engine.sample_rate, "wav")
+    return Response(made[name], media_type=encode.CONTENT_TYPES["wav"])
+
+
 def add_page(app: FastAPI, engine, voices, voices_dir=None, key_required: bool = False, log=print) -> None:
-    """The page and its endpoints, on the app :func:`~myxtts.serve.openai_api.create_app` made.
-    ``key_required``: the page asks for the API key before its first call, instead of after a 401."""
+    """The page, its endpoints and uploads, on the app :func:`~myxtts.serve.openai_api.create_app`
+    made over ``engine`` and ``voices``. ``key_required``: the page asks for the API key before its
+    first call, instead of after a 401."""
     index = (STATIC / "index.html").read_text(encoding="utf-8")
     if key_required:
         index = index.replace("<body>", '<body data-key="required">', 1)
-    script = (STATIC / "page.js").read_text(encoding="utf-8")
-    run = dict(engine.synth.about)  # the loaded run's weights, why, and their evaluation
+    run = dict(engine.synth.about)
     report_path = run.pop("report_path")
-    report = Path(report_path) if report_path else None
+    app.state.page = Page(index, (STATIC / "page.js").read_text(encoding="utf-8"), run,
+                          Path(report_path) if report_path else None)
     if voices_dir is None:  # uploads live as long as the server: a folder of its own, removed at exit
         app.state.upload_dir = tempfile.TemporaryDirectory(prefix="myxtts-voices-")
         folder = Path(app.state.upload_dir.name)
         log(f"note: uploaded voices go to {folder} until the server stops (--voices DIR keeps them)")
     else:
         folder = Path(voices_dir)
-    store = uploads.Uploads(folder, engine.synth.model, engine.synth.cfg, engine.text_lock)
-    references: dict[str, bytes] = {}
-    sr = engine.sample_rate
-
-    @app.get("/", response_class=HTMLResponse)
-    async def page():
-        return HTMLResponse(index)
-
-    @app.get("/page.js")
-    async def page_script():
-        return Response(script, media_type="text/javascript")
-
-    @app.get("/v1/status")
-    async def status():
-        return {"run": {**run, "report": report is not None and report.is_file()}, "load": load(engine),
-                "formats": list(encode.SUPPORTED), "pcm_rate": encode.PCM_RATE,
-                "upload": {"max_bytes": uploads.MAX_BYTES, "max_seconds": uploads.MAX_SECONDS,
-                           "kept": voices_dir is not None}}
-
-    @app.get("/v1/report")
-    async def run_report():
-        if report is None or not report.is_file():
-            return error(f"this run has no {RunDir.REPORT} (it is written when training ends)", None, "not_found", 404)
-        return HTMLResponse(report.read_text(encoding="utf-8"))
-
-    @app.get("/v1/audio/voices/{name}/reference")
-    async def reference(name: str):
-        if name not in voices:
-            return error(f"unknown voice; this server has: {', '.join(voices.names)}", "name", "invalid_value", 404)
-        voice = voices[name]
-        if voice.reference.frames == 0:
-            return error(f"{name} has no reference: it is the model's voice alone", "name", "no_reference", 404)
-        if name not in references:
-            def render() -> bytes:
-                with engine.text_lock:  # the model's vocoder, between the worker's turns
-                    wav = engine.synth.to_wave(voice.reference.mel)
-                return encode.encode(np.asarray(wav, dtype=np.float32), sr, "wav")
-            references[name] = await asyncio.to_thread(render)
-        return Response(references[name], media_type=encode.CONTENT_TYPES["wav"])
-
-    @app.post("/v1/audio/voices")
-    async def upload(request: Request):
-        try:
-            form = await uploads.read_form(request)
-            name = uploads.check_name(form, voices, folder)
-            data, suffix = uploads.check_clip(form)
-            voice = await asyncio.to_thread(store.add, name, data, suffix)
-        except uploads.Rejected as e:
-            return error(str(e), e.param, e.code, e.status)
-        voices.add(voice)
-        log(f"voice {name} added from an upload ({len(data)} bytes)")
-        hop_seconds = engine.hop / sr
-        (listed,) = [v for v in voices.listing(hop_seconds) if v["name"] == name]
-        return JSONResponse(listed, status_code=201)
+    app.state.uploads = uploads.Uploads(folder, engine, kept=voices_dir is not None)
+    app.include_router(router)
+    app.include_router(uploads.router)

@@ -1,31 +1,27 @@
 """The OpenAI speech request, declared as data: :class:`SpeechRequest` (pydantic) holds each field's
-type, range and default, and :func:`parse` turns a body into a checked :class:`Speech` or a
-:class:`BadRequest` naming the first bad field, in the API's error codes.
+type, range and default, and is the speech route's parameter, so FastAPI checks a body against it
+before the route runs; :func:`bad_field` words the first bad field of a failed check as the API's
+error (:class:`BadRequest`, the code, the field named).
 
 What the declaration cannot say (it needs the server: its voices, formats written here, the
-model's decoder) is checked after it, in :func:`parse`, in one place.
+model's decoder) is checked after it, in :func:`check`, in one place. :func:`parse` is both steps
+for one body outside HTTP.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from myxtts.serve import encode
+from myxtts.serve.schemas import APIError
 
 MAX_INPUT = 4096
 SPEED_RANGE = (0.25, 4.0)
 STREAM_FORMATS = ("audio", "sse")
 MODEL_ID = "myxtts"
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, param: str | None, code: str = "invalid_value", status: int = 400,
-                 kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.param, self.code, self.status, self.kind = param, code, status, kind
+BadRequest = APIError  # what a bad field is answered with: the API's error, 400 unless said
 
 
 class VoiceId(BaseModel):
@@ -62,15 +58,21 @@ class Speech:
     timed: bool
 
 
-def _first_error(e: ValidationError) -> BadRequest:
+def bad_field(errors: list[dict]) -> BadRequest:
     """The first bad field of a failed validation (an unknown field before the others), worded
-    with its description."""
-    errors = sorted(e.errors(), key=lambda x: x["type"] != "extra_forbidden")
-    err = errors[0]
-    param = str(err["loc"][0]) if err["loc"] else "body"
+    with its description. ``errors`` are pydantic's; FastAPI's start their location with "body"."""
+    err = sorted(errors, key=lambda x: x["type"] != "extra_forbidden")[0]
+    kind, loc = err["type"], tuple(err["loc"])
+    loc = loc[1:] if loc[:1] == ("body",) else loc
+    if kind == "json_invalid":  # FastAPI's location: the character it stopped at
+        why = (err.get("ctx") or {}).get("error", err["msg"])
+        at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
+        return BadRequest(f"the body is not valid JSON ({why}{at})", "body", "invalid_json")
+    if not loc or not isinstance(loc[0], str):
+        return BadRequest("the body must be a JSON object (Content-Type: application/json)", "body", "invalid_json")
+    param = loc[0]
     field = SpeechRequest.model_fields.get(param)
     what = field.description if field is not None else ""
-    kind = err["type"]
     if kind == "extra_forbidden":
         takes = ", ".join(sorted(SpeechRequest.model_fields))
         return BadRequest(f"unrecognised field {param!r}; this API takes {takes}", param, "unknown_parameter")
@@ -85,18 +87,9 @@ def _first_error(e: ValidationError) -> BadRequest:
                       else f"{param} must be {what}", param)
 
 
-def parse(body: bytes, voices, decoder: str = "duration") -> Speech:
-    """The request body → the checked request, or :class:`BadRequest` naming the first bad field."""
-    try:
-        raw = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadRequest(f"the body is not valid JSON ({e})", "body", "invalid_json") from None
-    if not isinstance(raw, dict):
-        raise BadRequest("the body must be a JSON object", "body", "invalid_json")
-    try:
-        req = SpeechRequest.model_validate(raw)
-    except ValidationError as e:
-        raise _first_error(e) from None
+def check(req: SpeechRequest, voices, decoder: str = "duration") -> Speech:
+    """A request its schema took → the checked request, or :class:`BadRequest` naming the first
+    field this server cannot do as asked."""
     if not req.input.strip():
         raise BadRequest("input is empty", "input", "empty_input")
     voice = req.voice.id if isinstance(req.voice, VoiceId) else req.voice
@@ -119,3 +112,13 @@ def parse(body: bytes, voices, decoder: str = "duration") -> Speech:
     if req.word_timestamps and sse:
         raise BadRequest("stream_format sse sends the words as events already", "word_timestamps")
     return Speech(req.input, voices[voice], fmt, float(req.speed), sse, req.word_timestamps)
+
+
+def parse(body: bytes, voices, decoder: str = "duration") -> Speech:
+    """A request body → the checked request, or :class:`BadRequest` naming the first bad field:
+    the speech route's two steps (its schema, then :func:`check`) for one body outside HTTP."""
+    try:
+        req = SpeechRequest.model_validate_json(body)
+    except ValidationError as e:
+        raise bad_field(e.errors()) from None
+    return check(req, voices, decoder)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from myxtts import speak
+from myxtts.serve.schemas import VoiceInfo
 from myxtts.voice import CLIP_SUFFIXES, NEUTRAL, Voice
 
 __all__ = ["CLIP_SUFFIXES", "NEUTRAL", "Voice", "Voices", "load_voices"]
@@ -40,9 +41,8 @@ class Voices:
     def names(self) -> list[str]:
         return list(self.by_name)
 
-    def listing(self, hop_seconds: float) -> list[dict]:
-        return [{"name": v.name, "source": v.source,
-                 "reference_seconds": round(v.reference.frames * hop_seconds, 2)} for v in self.by_name.values()]
+    def listing(self, hop_seconds: float) -> list[VoiceInfo]:
+        return [VoiceInfo.of(v, hop_seconds) for v in self.by_name.values()]
 
 
 def load_voices(synth, data: Path | None, folder: Path | None) -> Voices:

@@ -3,6 +3,7 @@ audio arrives in order, its words before their audio."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -118,3 +119,28 @@ def test_a_served_sentence_is_the_mel_synthesize_makes(engine, monkeypatch):
     monkeypatch.undo()
     (said,) = engine.synth.synthesize([text], voice)
     assert said.parts == len(made) == 1 and torch.equal(made[0].mel, said.mel)
+
+
+def test_model_work_beside_the_requests_is_run_by_the_worker(engine):
+    """An upload's conditioning or a reference's vocoding is the worker's to run, between its turns
+    for the requests in flight, and while a text is being read (the phonemizer's lock guards the
+    phonemizer alone); a failure is its asker's, and the worker goes on."""
+    voice = Voice(NEUTRAL, "no reference", with_latents(engine.synth.model, neutral(engine.synth.cfg)))
+
+    async def go():
+        job = engine.submit(voice, 1.0, engine.sentences("A first one. And a second one."), chars=30)
+        with engine.text_lock:
+            ran_on = await asyncio.wait_for(asyncio.wrap_future(engine.call(threading.current_thread)), 120)
+        return ran_on, await asyncio.wait_for(collect(job), timeout=120)
+
+    ran_on, events = asyncio.run(go())
+    assert ran_on is engine.thread and events[-1].kind == "done"
+    with pytest.raises(ZeroDivisionError):
+        engine.call(lambda: 1 / 0).result(timeout=120)
+    assert engine.call(len, "four").result(timeout=120) == 4
+
+
+def test_model_work_asked_of_a_stopped_engine_is_cancelled(engine):
+    stopped = Engine(engine.synth, log=lambda m: None)
+    stopped.stop()
+    assert stopped.call(len, "four").cancelled()

@@ -1,12 +1,18 @@
-"""What the page says about the run it serves and about the server's load (``GET /v1/status``)."""
+"""What the page says about the run it serves and about the server's load (``GET /v1/status``),
+and a voice's reference as the model hears it."""
 from __future__ import annotations
 
+import io
 import json
 from types import SimpleNamespace
+
+import httpx
+import soundfile as sf
 
 from myxtts.infer import about_weights
 from myxtts.rundir import choose_weights
 from myxtts.serve.page import LOAD_WINDOW_S, load
+from myxtts.serve.schemas import Status
 
 
 def test_the_run_is_named_with_its_weights_why_and_their_evaluation(tmp_path):
@@ -32,3 +38,24 @@ def test_the_load_is_the_last_minute_of_first_audio():
     assert load(engine, now=100.0 + LOAD_WINDOW_S) == {"in_flight": 2, "requests_last_minute": 3,
                                                         "first_audio_p50_ms": 200.0}
     assert load(engine, now=1000.0)["first_audio_p50_ms"] is None
+
+
+def test_the_served_status_is_its_declared_schema(served):
+    r = httpx.get(f"{served.url}/v1/status", headers=served.headers(), timeout=30)
+    assert r.status_code == 200
+    status = Status.model_validate(r.json())
+    assert status.run.folder == served.run.name and status.run.step == 1
+    assert status.run.weights == "checkpoints/step-00000001/model.safetensors"
+    assert status.upload.kept and "pcm" in status.formats  # the server was given --voices DIR
+
+
+def test_a_voices_reference_is_its_mel_through_the_vocoder(served):
+    """Vocoded by the engine's worker; a voice without a reference, or none, is a 404 naming it."""
+    url = f"{served.url}/v1/audio/voices/%s/reference"
+    r = httpx.get(url % "arctic-male", headers=served.headers(), timeout=60)
+    assert r.status_code == 200 and r.headers["content-type"] == "audio/wav"
+    wav, sr = sf.read(io.BytesIO(r.content), dtype="float32")
+    assert abs(wav.size / sr - 3.01) < 0.05 and abs(wav).max() > 1e-3  # the 3 s training cut
+    for name, code in (("neutral", "no_reference"), ("nobody", "invalid_value")):
+        err = httpx.get(url % name, headers=served.headers(), timeout=30)
+        assert err.status_code == 404 and (err.json()["error"]["param"], err.json()["error"]["code"]) == ("name", code)

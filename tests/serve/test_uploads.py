@@ -3,6 +3,7 @@
 answers after each; a good one speaks at once and is still there after a restart."""
 from __future__ import annotations
 
+import asyncio
 import io
 
 import httpx
@@ -113,3 +114,48 @@ def test_an_uploaded_voice_is_listed_speaks_and_survives_a_restart(served, tmp_p
         assert {v["name"]: v["source"] for v in voices}["uploaded-mp3"] == "voices folder"
     finally:
         stop(other)
+
+
+RACING = ["The first sentence is short. The second one is a little longer than the first. And a third.",
+          "Good morning. The weather is fine today, and the trains run on time.",
+          "A short one. Then another short one.",
+          "This sentence is somewhat longer than the others, so it is spoken in more pieces."]
+
+
+def test_an_upload_racing_speech_requests_leaves_every_one_whole(served):
+    """Four streamed speech requests, each already sending audio, when a clip is uploaded: the
+    clip is conditioned between the engine's turns, every request is answered whole, and the new
+    voice is then listed and speaks."""
+    async def speak(c: httpx.AsyncClient, text: str, heard: asyncio.Event) -> bytes:
+        async with c.stream("POST", "/v1/audio/speech", json={**SPEECH, "input": text, "voice": "neutral",
+                                                               "response_format": "pcm"}) as r:
+            assert r.status_code == 200
+            body = b""
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                heard.set()
+        return body
+
+    async def add(c: httpx.AsyncClient, heard: list[asyncio.Event]) -> httpx.Response:
+        await asyncio.gather(*(h.wait() for h in heard))  # every request in flight
+        files = [("name", (None, "raced")), ("audio_sample", ("clip.wav", clip(3.0), "audio/wav"))]
+        return await c.post("/v1/audio/voices", files=files)
+
+    async def go():
+        heard = [asyncio.Event() for _ in RACING]
+        async with httpx.AsyncClient(base_url=served.url, headers=served.headers(), timeout=120) as c:
+            return await asyncio.gather(*(speak(c, t, h) for t, h in zip(RACING, heard)), add(c, heard))
+
+    *spoken, added = asyncio.run(go())
+    assert added.status_code == 201, added.text
+    assert added.json()["name"] == "raced" and added.json()["source"] == "uploaded"
+    for body in spoken:
+        wav = np.frombuffer(body, dtype="<i2")
+        assert wav.size > 2400 and np.abs(wav).max() > 30
+    listed = httpx.get(f"{served.url}/v1/audio/voices", headers=served.headers()).json()["voices"]
+    assert "raced" in [v["name"] for v in listed]
+    speech = httpx.post(f"{served.url}/v1/audio/speech", json={**SPEECH, "voice": "raced"},
+                        headers=served.headers(), timeout=60)
+    wav, _ = sf.read(io.BytesIO(speech.content), dtype="float32")
+    assert np.abs(wav).max() > 1e-3
+    assert served.health()["in_flight"] == 0 and "Traceback" not in served.log_text()
