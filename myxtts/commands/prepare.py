@@ -1,6 +1,7 @@
 """``myxtts prepare DATA --out CACHE``: decode, resample, trim, mel and tokens once."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from myxtts.commands.common import EXIT_OK, add_command, add_config, add_overrid
 from myxtts.data.cachedir import CacheDir
 from myxtts.data.corpus import FORMATS
 from myxtts.data.prepare import DEFAULT_CHUNK, prepare
+from myxtts.data.symbols import Match
 from myxtts.errors import UserError
 from myxtts.text import Vocabulary
 from myxtts.train import finetune
@@ -27,7 +29,11 @@ def add_parser(sub) -> None:
     p.add_argument("--match", metavar="RUN_OR_CHECKPOINT",
                    help="prepare a corpus to fine-tune this trained model on (train --init-from): "
                    "with its audio and text settings (those given on the command line win) and "
-                   "its vocabulary, a symbol it lacks read as its nearest known one")
+                   "its vocabulary: in its language a symbol it lacks is read as its nearest "
+                   "known one; in another (--language) the symbols it lacks are appended")
+    p.add_argument("--language", metavar="CODE",
+                   help="language of the utterances whose row names none (an espeak-ng code: "
+                   "en-us, fa, de), kept as the cache's text.language; default text.language")
     add_config(p)
     add_overrides(p, "audio.sample_rate=16000")
     p.set_defaults(func=_cmd)
@@ -37,19 +43,21 @@ def _cmd(args) -> int:
     cfg = load_config(args.config, args.overrides)
     if args.workers < 1 or args.chunk_size < 1:
         raise UserError("--workers and --chunk-size must be at least 1")
-    vocab = None
+    match = None
     if args.match is not None:  # what train --init-from checks the cache against
         src = finetune.find(args.match)
         acoustic = src.kind == "acoustic"  # a vocoder reads mels only
         cfg = finetune.with_settings(cfg, src.cfg, ("audio", "text") if acoustic else ("audio",),
                                      args.overrides)
-        vocab = Vocabulary(src.vocab) if acoustic else None
+        match = Match(Vocabulary(src.vocab), src.cfg.text.language) if acoustic else None
         print(f"preparing with the {'audio and text settings and the vocabulary' if acoustic else 'audio settings'}"
               f" of {src.path}")
+    if args.language is not None:  # after --match: the corpus's language, not the model's
+        cfg = dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, language=args.language))
     out = Path(args.out)
     report = prepare(args.data, out, cfg, args.format, args.metadata, args.wavs,
                      workers=args.workers, shard=parse_shard(args.shard), chunk_size=args.chunk_size,
-                     vocab=vocab)
+                     match=match)
     if report is not None:
         print_report(report, out)
     return EXIT_OK
@@ -62,6 +70,9 @@ def print_report(report: dict, out: Path) -> None:
         t = report["timing"]
         print(f"  {t['audio_seconds_per_second_per_worker']} audio-seconds/s per worker, "
               f"{t['workers']} worker(s), {t['wall_seconds']} s")
+    if len(report["languages"]) > 1:
+        print("  " + ", ".join(f"{lang}: {n['utterances']} utterances ({n['audio_seconds'] / 60:.1f} min)"
+                               for lang, n in report["languages"].items()))
     if report["unknown_characters"]:
         print("  unknown characters dropped: " + " ".join(
             f"{c!r}x{n}" for c, n in report["unknown_characters"].items()))

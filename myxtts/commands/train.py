@@ -59,7 +59,7 @@ def _cmd(args) -> int:
             print(f"--init-from ignored: {out} resumes from its own checkpoint {last.name}")
         else:  # every mismatch is one line before anything is built or written
             init = finetune.find(args.init_from, args.stage)
-            finetune.check_data(init, args.data, args.stage)
+            finetune.check_data(init, args.data, args.stage, grows=True)
     mels_from = None
     if args.mels_from is not None:
         if args.stage != "vocoder":

@@ -1,7 +1,7 @@
 """Read side of a prepared cache (format: :mod:`myxtts.data.format`): memory-mapped features.
 
 Readers slice the shard memory maps: no decoding, no DSP, just indexing. ``cache.index`` holds
-the per-utterance columns (lengths, speaker, split), typed.
+the per-utterance columns (lengths, speaker, language, split), typed.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from myxtts.config import AudioConfig, Config, TextConfig
 from myxtts.data.cachedir import CacheDir
-from myxtts.data.format import SPLITS, Index, settings_diff, settings_of
+from myxtts.data.format import SPLITS, Index, languages, settings_diff, settings_of
 from myxtts.data.verify import fix_hint, one_line, read_checked
 from myxtts.errors import UserError
 from myxtts.text import Vocabulary
@@ -38,6 +38,7 @@ class Cache:
         self.index: Index = index
         self.vocab = Vocabulary(meta["vocab"])
         self.speakers: list[str] = meta["speakers"]
+        self.languages: list[str] = languages(meta)  # an older cache: its text.language alone
         self.audio_cfg = AudioConfig(**meta["settings"]["audio"])
         self.text_cfg = TextConfig(**meta["settings"]["text"])
         self.has_wav = bool(meta["settings"]["data"]["store_wav"])
@@ -95,6 +96,10 @@ class Cache:
         """(n_samples,) int16; divide by 32768 for [-1, 1]."""
         o = self.index.wav_offset[i]
         return self._arrays("wav")[self.index.shard[i]][o:o + self.index.n_samples[i]]
+
+    def language(self, i: int) -> str:
+        """The language utterance ``i`` was read in (an espeak-ng code)."""
+        return self.languages[self.index.language[i]]
 
     def indices(self, split: str = "train") -> np.ndarray:
         return np.flatnonzero(self.index.val == SPLITS[split])

@@ -1,7 +1,8 @@
 """A prepared cache's folder: where each thing in it lives. Layout::
 
     CACHE/meta.json             format version, audio/text settings, source corpus, vocabulary,
-                                speakers, shard list; written last, so its presence means "complete"
+                                speakers, languages, shard list; written last, so its presence
+                                means "complete"
     CACHE/index.json            one column per :class:`myxtts.data.format.Index` field over all utterances
     CACHE/report.json           what prepare kept and skipped, and why
     CACHE/recipe.json           how prepare makes it (corpus, settings, chunks): a rerun resumes from it,

@@ -28,6 +28,9 @@ ARRAYS = {"mel": (np.float16, 2, "mel_offset", "n_frames"),
           "tokens": (np.int16, 1, "tok_offset", "n_tokens"),
           "wav": (np.int16, 1, "wav_offset", "n_samples")}
 SPLITS = {"train": 0, "val": 1}
+# Index columns added after caches were first written, with the value every row of an older
+# cache, which has no such column, takes: its one language is the first of :func:`languages`.
+ADDED_COLUMNS = {"language": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,14 +50,21 @@ class Index:
     n_samples: np.ndarray
     speaker: np.ndarray  # position in meta.json's speakers
     val: np.ndarray  # SPLITS value: 0 train, 1 validation
+    language: np.ndarray  # position in meta.json's languages (:func:`languages`)
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
+    def required(cls) -> tuple[str, ...]:
+        """The columns every cache's index.json holds (:data:`ADDED_COLUMNS` came later)."""
+        return tuple(k for k in cls.columns() if k not in ADDED_COLUMNS)
+
+    @classmethod
     def from_json(cls, cols: dict) -> Index:
         text = {"id", "text", "audio"}
+        cols = {**{k: [v] * len(cols["id"]) for k, v in ADDED_COLUMNS.items()}, **cols}
         return cls(**{k: list(cols[k]) if k in text else np.asarray(cols[k], dtype=np.int64)
                       for k in cls.columns()})
 
@@ -64,6 +74,12 @@ class Index:
 
     def __len__(self) -> int:
         return len(self.id)
+
+
+def languages(meta: dict) -> list[str]:
+    """The languages of a cache's utterances (``Index.language`` is a position here): meta.json's
+    ``languages``; a cache prepared before they were recorded is one of its ``text.language``."""
+    return list(meta.get("languages") or [meta["settings"]["text"]["language"]])
 
 
 def sha256(path: Path) -> str:

@@ -12,8 +12,11 @@ naming the file and line so the user can check its accents. One such line never 
 the other lines read.
 
 Formats:
-  ljspeech  ``metadata.csv``: ``id|text[|normalized text[|speaker]]``, audio in ``wavs/ID.<ext>``
-  csv       a headed file with columns ``audio_file|text|speaker_name`` (``|`` or ``,`` separated)
+  ljspeech  ``metadata.csv``: ``id|text[|normalized text[|speaker[|language]]]``, audio in
+            ``wavs/ID.<ext>``; the language is the fifth column only, so a four-column line
+            reads as it always did (an empty column is the default)
+  csv       a headed file with columns ``audio_file|text[|speaker_name][|language]`` (``|`` or
+            ``,`` separated)
   vctk      ``SPEAKER/UTT.<ext>`` folders with transcripts in ``txt/SPEAKER/UTT.txt`` or beside the
             audio as ``UTT.txt``
   libritts  LibriTTS / LibriTTS-R: ``SPEAKER/CHAPTER/ID.wav`` (below the root or one subset folder
@@ -21,8 +24,12 @@ Formats:
             default; ``ID.original.txt`` when there is no normalized one), or a chapter's
             ``SPEAKER_CHAPTER.trans.tsv`` (``id<TAB>original<TAB>normalized``)
   jsonl     a JSON-lines manifest (NeMo, HiFi-TTS): one ``{"audio_filepath", "text"[,
-            "text_normalized"][, "speaker"][, "duration"]}`` per line, audio paths relative to
-            the manifest's folder; ``text_normalized`` is read where a line has it
+            "text_normalized"][, "speaker"][, "language"][, "duration"]}`` per line, audio
+            paths relative to the manifest's folder; ``text_normalized`` is read where a line has it
+
+An utterance's ``language`` (an espeak-ng code, ``fa``) is the one its row names; None where it
+names none (vctk and libritts name none), which `prepare` reads as the corpus's language
+(``prepare --language``, else ``text.language``). The code is checked there, with the text.
 """
 from __future__ import annotations
 
@@ -57,6 +64,7 @@ class Utterance:
     text: str
     speaker: str
     speed: float = 1.0  # a pseudo-speaker's copy of a recording plays at this speed (see prepare)
+    language: str | None = None  # as its row names it; None: the corpus's (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,7 @@ def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None
             continue
         text = (cols[2] if len(cols) > 2 and cols[2].strip() else cols[1]).strip()
         speaker = cols[3].strip() if len(cols) > 3 and cols[3].strip() else DEFAULT_SPEAKER
+        language = cols[4].strip() if len(cols) > 4 and cols[4].strip() else None
         bad = _safe_id(uid)
         if bad:
             problems.append(Problem(label, f"{where}: {bad}"))
@@ -163,7 +172,7 @@ def read_ljspeech(root: Path, metadata: Path | None = None, wav_dir: Path | None
         if not _inside(root, audio):
             problems.append(Problem(uid, f"{where}: audio path escapes the dataset folder"))
             continue
-        utts.append(Utterance(uid, _rel(root, audio), text, speaker))
+        utts.append(Utterance(uid, _rel(root, audio), text, speaker, language=language))
     return utts, problems
 
 
@@ -185,9 +194,9 @@ def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = No
     header = [h.strip().lower() for h in next(reader)]
     if "audio_file" not in header or "text" not in header:
         raise UserError(f"{metadata}: header must name the columns audio_file{delim}text"
-                        f"[{delim}speaker_name]; found {echo(delim.join(header))}")
+                        f"[{delim}speaker_name][{delim}language]; found {echo(delim.join(header))}")
     ia, it = header.index("audio_file"), header.index("text")
-    isp = header.index("speaker_name") if "speaker_name" in header else None
+    isp, ilang = (header.index(h) if h in header else None for h in ("speaker_name", "language"))
     base = wav_dir or root
     utts, problems, seen = [], notes, {}
     for n, cols in enumerate(reader, 2):
@@ -210,9 +219,16 @@ def read_csv(root: Path, metadata: Path | None = None, wav_dir: Path | None = No
         if not path.is_file():
             problems.append(Problem(uid, f"{where}: audio not found ({rel})"))
             continue
-        speaker = cols[isp].strip() if isp is not None and isp < len(cols) and cols[isp].strip() else DEFAULT_SPEAKER
-        utts.append(Utterance(uid, _rel(root, path), cols[it].strip(), speaker))
+        speaker = _column(cols, isp) or DEFAULT_SPEAKER
+        utts.append(Utterance(uid, _rel(root, path), cols[it].strip(), speaker,
+                              language=_column(cols, ilang)))
     return utts, problems
+
+
+def _column(cols: list[str], i: int | None) -> str | None:
+    """Column ``i`` of a row, stripped; None where the header has no such column, the row is
+    short, or the cell is empty."""
+    return cols[i].strip() or None if i is not None and i < len(cols) else None
 
 
 def read_vctk(root: Path, metadata: Path | None = None, wav_dir: Path | None = None):
@@ -329,7 +345,8 @@ def read_jsonl(root: Path, metadata: Path | None = None, wav_dir: Path | None = 
             continue
         text = (row.get("text_normalized") or row["text"]).strip()
         speaker = str(row.get("speaker") or DEFAULT_SPEAKER).strip() or DEFAULT_SPEAKER
-        utts.append(Utterance(uid, _rel(root, path), text, speaker))
+        language = str(row.get("language") or "").strip() or None
+        utts.append(Utterance(uid, _rel(root, path), text, speaker, language=language))
     return _unique(utts, problems), problems
 
 

@@ -38,11 +38,12 @@ from myxtts.config import Config, from_dict
 from myxtts.data.cachedir import CacheDir
 from myxtts.data.corpus import locate, read_corpus
 from myxtts.data.format import FORMAT_VERSION, Index, settings_diff, settings_of, write_shard
-from myxtts.data.manifest import PSEUDO, Problem
+from myxtts.data.manifest import PSEUDO
+from myxtts.data.symbols import Match, text_pass
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
 from myxtts.files import remove_stale_temporaries, write_json
-from myxtts.text import EOS_ID, TextProcessor, Vocabulary, substitute
+from myxtts.text import EOS_ID, TextProcessor
 
 DEFAULT_CHUNK = 256
 
@@ -102,35 +103,6 @@ def _sigterm_cleans_up():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _text_pass(utts, tp: TextProcessor, vocab: Vocabulary | None = None):
-    """Normalise all text first: the vocabulary must exist before any shard stores token ids.
-    A given ``vocab`` (a trained model's, to fine-tune it on this corpus) is kept as it is: a
-    symbol it lacks is read as its nearest known one, as synthesis would read it, and an
-    utterance with a letter that has none is skipped."""
-    kept, problems, unknown = [], [], Counter()
-    for u in utts:
-        syms, bad = tp.symbols(u.text)
-        unknown.update(bad)
-        if not syms:
-            why = "empty text" if not u.text.strip() else \
-                f"no usable characters in text (unknown: {''.join(sorted(set(bad)))!r})"
-            problems.append(Problem(u.id, why))
-            continue
-        if vocab is not None:
-            syms, read_as, missing = substitute("".join(syms), vocab.index)
-            if missing or not syms:
-                problems.append(Problem(u.id, "symbols the matched model's vocabulary lacks: "
-                                        + " ".join(repr(c) for c in missing or read_as)))
-                continue
-            if read_as:
-                problems.append(Problem(u.id, "not in the matched model's vocabulary, so read "
-                                        + ", ".join(f"{c!r} as {r!r}" for c, r in read_as.items()),
-                                        kept=True))
-        kept.append((u, syms))
-    vocab = vocab or Vocabulary.build(Counter(s for _, syms in kept for s in syms))
-    return kept, problems, unknown, vocab
-
-
 def pseudo_speeds(n: int) -> list[float]:
     """The speeds of ``n`` pseudo-speakers per voice: 0.9, 1.1, 0.8, 1.2, ... (F0 and formants
     move with the speed, so each is heard as another voice; Kaldi's 0.9/1.1 first)."""
@@ -161,21 +133,22 @@ def _split(ids: list[str], root: Path, cfg: Config) -> np.ndarray:
 def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
             metadata: str | Path | None = None, wav_dir: str | Path | None = None,
             workers: int = 1, shard: tuple[int, int] = (0, 1), chunk_size: int = DEFAULT_CHUNK,
-            progress: bool = True, vocab: Vocabulary | None = None) -> dict | None:
+            progress: bool = True, match: Match | None = None) -> dict | None:
     """Prepare a corpus into ``out``. Returns the report, or None if other shards are pending.
-    Raises UserError when no utterance of the corpus is usable. ``vocab``: the vocabulary to
-    keep (a trained model's) instead of one built from the corpus."""
+    Raises UserError when no utterance of the corpus is usable. ``match``: a trained model whose
+    vocabulary the cache's begins with (:mod:`myxtts.data.symbols`), instead of one built from
+    the corpus."""
     with _sigterm_cleans_up():
         return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
-                        progress, vocab)
+                        progress, match)
 
 
-def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress, vocab):
+def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress, match):
     t0 = time.perf_counter()
     root, metadata = locate(data, metadata)
     root, out = root.resolve(), Path(out)
     utts, problems, fmt = read_corpus(root, fmt, metadata, wav_dir)
-    kept, text_problems, unknown, vocab = _text_pass(utts, TextProcessor(cfg.text), vocab)
+    kept, text_problems, unknown, vocab = text_pass(utts, TextProcessor(cfg.text), match)
     problems += text_problems
     # With pseudo-speakers the held-out pick is made here, over the utterances listed, and their
     # copies follow it: a clip the audio pass skips cannot move a copied clip into the held-out
@@ -192,6 +165,8 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
     recipe = {"format_version": FORMAT_VERSION, "settings": settings_of(cfg), "config": cfg.to_dict(),
             "source": source, "chunk_size": chunk_size, "vocab": vocab.symbols,
             "corpus": hashlib.sha256("\n".join(f"{u.id}|{u.audio}|{u.speaker}|{''.join(s)}"
+                                               # a corpus of one language hashes as before
+                                               + (f"|{u.language}" if u.language != cfg.text.language else "")
                                                for u, s in kept).encode()).hexdigest()}
     _check_recipe(out, recipe)
     CacheDir(out).shards.mkdir(parents=True, exist_ok=True)
@@ -280,6 +255,7 @@ def _compute(out, chunks, todo, cfg, vocab, root, workers, progress) -> dict:
                 mel, pcm = res[1], res[2]
                 ids = np.array([vocab.index[s] for s in syms] + [EOS_ID], dtype=np.int16)
                 entries.append({"id": u.id, "text": u.text, "speaker": u.speaker, "audio": u.audio,
+                                "language": u.language,
                                 "mel_offset": offs[0], "n_frames": int(mel.shape[0]),
                                 "tok_offset": offs[1], "n_tokens": int(ids.size),
                                 "wav_offset": offs[2], "n_samples": int(pcm.size) if pcm is not None else 0})
@@ -306,8 +282,8 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg
            computed: dict, elapsed: float, workers: int) -> dict:
     """Join the shard indices into one cache index; write report.json, then meta.json last."""
     per_entry = ("id", "text", "audio", "mel_offset", "n_frames", "tok_offset", "n_tokens", "wav_offset",
-                 "n_samples")  # the Index columns a shard's entries hold; shard, speaker, val come here
-    cols = {k: [] for k in per_entry + ("speaker_name", "shard")}
+                 "n_samples")  # the Index columns a shard's entries hold; the others come here
+    cols = {k: [] for k in per_entry + ("speaker_name", "language_name", "shard")}
     skipped = [{"id": p.id, "reason": p.reason} for p in problems if not p.kept]
     notes = [{"id": p.id, "reason": p.reason} for p in problems if p.kept]
     cache = CacheDir(out)
@@ -318,18 +294,22 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg
         for e in info["entries"]:
             cols["shard"].append(j)
             cols["speaker_name"].append(e["speaker"])
+            cols["language_name"].append(e.get("language") or cfg.text.language)  # shards of before
             for k in per_entry:
                 cols[k].append(e[k])
     speakers = sorted(set(cols["speaker_name"]))
     spk_index = {s: i for i, s in enumerate(speakers)}
     cols["speaker"] = [spk_index[s] for s in cols.pop("speaker_name")]
+    languages = sorted(set(cols["language_name"]))
+    cols["language"] = [languages.index(lang) for lang in cols["language_name"]]
     cols["val"] = _split(cols["id"], Path(recipe["source"]["root"]), cfg).tolist() if val_ids is None \
         else [int(i in val_ids) for i in cols["id"]]
     hours = sum(cols["n_frames"]) * cfg.audio.hop_length / cfg.audio.sample_rate / 3600
     report = {"utterances": len(cols["id"]), "audio_hours": round(hours, 6),
               "speakers": len(speakers), "val_utterances": int(sum(cols["val"])),
               "skipped": skipped, "notes": notes, "unknown_characters": dict(sorted(unknown.items())),
-              "vocabulary_size": len(recipe["vocab"]), "shards": n_chunks, "format": recipe["source"]["format"]}
+              "vocabulary_size": len(recipe["vocab"]), "shards": n_chunks, "format": recipe["source"]["format"],
+              "languages": _per_language(cols.pop("language_name"), cols["n_frames"], cfg)}
     if computed["utterances"]:
         per_worker = computed["audio_seconds"] / max(computed["seconds"], 1e-9) / max(workers, 1)
         report["timing"] = {"wall_seconds": round(elapsed, 3), "workers": workers,
@@ -342,9 +322,19 @@ def _merge(out: Path, recipe: dict, n_chunks: int, val_ids: set[str] | None, cfg
                         f"details in {cache.report}")
     write_json(cache.index, Index.from_json(cols).to_json())
     meta = {k: recipe[k] for k in ("format_version", "settings", "config", "source", "vocab")}
-    meta.update(speakers=speakers, shards=names, utterances=len(cols["id"]))
+    meta.update(speakers=speakers, languages=languages, shards=names, utterances=len(cols["id"]))
     write_json(cache.meta, meta)
     return report
+
+
+def _per_language(names: list[str], n_frames: list[int], cfg: Config) -> dict:
+    """{language: {utterances, audio_seconds}} of the utterances kept."""
+    out = {}
+    for name, frames in zip(names, n_frames):
+        n = out.setdefault(name, {"utterances": 0, "audio_seconds": 0.0})
+        n["utterances"] += 1
+        n["audio_seconds"] += frames * cfg.audio.hop_length / cfg.audio.sample_rate
+    return {k: {**v, "audio_seconds": round(v["audio_seconds"], 3)} for k, v in sorted(out.items())}
 
 
 def skip_summary(skipped: list[dict], top: int = 3) -> str:

@@ -89,9 +89,9 @@ def read_checked(path: Path) -> tuple[dict | None, Index | None, list[tuple[str,
         if meta.get("utterances") == 0:
             raise UserError(_nothing_usable(path))
         index = _read_json(path, CacheDir.INDEX)
-        columns = Index.columns()
-        if not isinstance(index, dict) or any(k not in index for k in columns):
+        if not isinstance(index, dict) or any(k not in index for k in Index.required()):
             raise _Broken(CacheDir.INDEX, "incomplete (a column is missing)")
+        columns = [k for k in Index.columns() if k in index]  # a later column, where it has it
         if len({len(index[k]) for k in columns}) != 1:
             raise _Broken(CacheDir.INDEX, "columns of different lengths")
         if not index["id"]:

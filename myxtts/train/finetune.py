@@ -17,6 +17,13 @@ preprocessing in ``AUDIO_FREE``) and, for the acoustic model, its text mode and 
 be SRC's (``myxtts prepare --match SRC`` prepares a corpus so). All of this is checked before
 any training.
 
+A new language. A cache prepared with ``--match SRC`` from a corpus in another language has
+SRC's symbols as its first ids and the ones SRC lacks after them (:mod:`myxtts.data.symbols`).
+The run grows every table sized by the vocabulary (the text encoder's embedding): SRC's rows are
+copied bit for bit, and each new symbol's row starts as that of its nearest symbol SRC knows
+(:func:`myxtts.text.nearest_known`: ``é`` starts as ``e``), else as the mean of SRC's symbol
+rows (:func:`grow`).
+
 The run records the origin of its weights, ``{path, step, sha256, voices}`` of SRC's model file,
 in its plan (``Plan.init_from``: plan.json, every checkpoint, the run header, summary.json). Its
 model files list the voices its weights have heard: SRC's, then the new cache's
@@ -42,6 +49,7 @@ from myxtts.data.format import sha256
 from myxtts.errors import UserError
 from myxtts.models.checkpoint import describe, trained_voices
 from myxtts.rundir import RunDir, choose_weights
+from myxtts.text import PAD_ID, nearest_known
 
 SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone
@@ -138,8 +146,10 @@ def with_settings(cfg: Config, trained: Config, sections, overrides: list[str]) 
                                             if parse_override(o)[0][0] in sections]))
 
 
-def check_data(src: Source, data, stage: str) -> None:
-    """Refuse a cache whose features or tokens the weights were not trained to read."""
+def check_data(src: Source, data, stage: str, grows: bool = False) -> None:
+    """Refuse a cache whose features or tokens the weights were not trained to read. ``grows``:
+    the weights are trained on it (``--init-from``), so its vocabulary may append symbols to
+    SRC's; a model that only reads it (a vocoder's teacher) must have them all."""
     cache = Cache(data)
     fix = f"prepare the new voice with `myxtts prepare CORPUS --out CACHE --match {src.path}`"
     for f in dataclasses.fields(AudioConfig):
@@ -153,7 +163,8 @@ def check_data(src: Source, data, stage: str) -> None:
     if have != want:
         raise UserError(f"{data} was prepared with text.mode={have}, but {src.path} was trained "
                         f"with text.mode={want}; {fix}")
-    if cache.vocab.symbols != src.vocab:
+    have = cache.vocab.symbols
+    if have != src.vocab and not (grows and have[:len(src.vocab)] == src.vocab):
         raise UserError(f"{data} has another vocabulary than {src.path}: "
                         f"{vocab_difference(cache.vocab.symbols, src.vocab)}; {fix}")
 
@@ -173,9 +184,11 @@ def vocab_difference(have: list[str], want: list[str]) -> str:
 
 
 def load(run, src: Source) -> None:
-    """Copy SRC's weights into a freshly built run, before its first step."""
-    state = load_file(str(src.path), device=str(run.device))
+    """Copy SRC's weights into a freshly built run, before its first step; the tables sized by
+    the vocabulary grown to the cache's (:func:`grow`)."""
     own = run.model.state_dict()
+    state = grow(load_file(str(src.path), device=str(run.device)), own, src.vocab,
+                 run.cache.vocab.symbols)
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or unexpected:
         raise UserError(f"--init-from {src.path}: its weights do not fit this model ("
@@ -187,6 +200,28 @@ def load(run, src: Source) -> None:
             raise UserError(f"--init-from {src.path}: {name} has shape {tuple(state[name].shape)} "
                             f"there and {tuple(t.shape)} in this model")
     run.model.load_state_dict(state)
+
+
+def grow(state: dict, own: dict, old: list[str], new: list[str]) -> dict:
+    """SRC's ``state`` with a row per symbol of ``new``, a vocabulary that starts with SRC's
+    ``old``, in each tensor that ``own`` (the model built for ``new``) has longer by as many
+    rows: those sized by the vocabulary, the only ones that differ between two builds of one
+    ``model`` section. Old rows are SRC's as they are; a new symbol's row is its nearest known
+    symbol's (the mean where that is several), else the mean of SRC's symbol rows."""
+    if len(new) == len(old) or new[:len(old)] != old:
+        return state  # the same vocabulary, or one load refuses by its shapes
+    known = {s: i for i, s in enumerate(old) if i != PAD_ID}
+    sources = []  # per new symbol, the old rows it starts from
+    for symbol in new[len(old):]:
+        near = nearest_known(symbol, known)
+        sources.append([known[c] for c in near] if near else list(known.values()))
+    grown = dict(state)
+    for name, t in state.items():
+        mine = own.get(name)
+        if mine is not None and t.shape[:1] == (len(old),) and mine.shape == (len(new), *t.shape[1:]):
+            extra = torch.stack([t[rows].mean(0) for rows in sources])  # (n_new, *row)
+            grown[name] = torch.cat([t, extra.to(t.dtype)])  # (len(new), *row)
+    return grown
 
 
 def describe_origin(init_from: dict) -> str:

@@ -13,7 +13,7 @@ KEPT = ("plain", "stereo", "eightbit", "hi44k", "lo16k", "asflac", "asogg", "num
 # Lines that cannot become an utterance: {id: word expected in the reason it was skipped}.
 SKIPPED = {"missing": "not found", "corrupt": "unreadable", "empty": "empty", "short": "too short",
            "long": "too long", "silent": "silent", "notext": "empty text",
-           "emoji": "no usable characters", "plain": "duplicate id",
+           "emoji": "no usable characters", "badlang": "unknown language code 'xx'", "plain": "duplicate id",
            "../../etc/passwd": "path separator", "no pipe on this line": "expected 'id|text'"}
 
 
@@ -75,6 +75,9 @@ def make_messy_corpus(root: Path) -> tuple[set[str], dict[str, str]]:
     sf.write(wavs / "emoji.wav", wav, sr)
     lines.append("emoji|\U0001F389\U0001F389|\U0001F389\U0001F389")
     bad["emoji"] = "no usable characters"
+    sf.write(wavs / "badlang.wav", wav, sr)
+    lines.append("badlang|A language nobody knows.|A language nobody knows.|speaker|xx")
+    bad["badlang"] = "unknown language code 'xx'"
     lines.append("plain|A second line with the same id.|A second line with the same id.")
     bad["plain"] = "duplicate id"
     lines.append("../../etc/passwd|Escaping the folder.|Escaping the folder.")
