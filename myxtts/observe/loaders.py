@@ -32,8 +32,8 @@ from myxtts.data.dataset import ref_len_for
 from myxtts.data.features import MEL_PAD
 from myxtts.data.loader import make_loader
 from myxtts.data.sampler import make_sampler
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
 from myxtts.observe.flops import simulated_step_ms
+from myxtts.observe.input_rules import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
 from myxtts.train.precision import device_name
 
 

@@ -24,7 +24,7 @@ from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import demo_cache
 from myxtts.errors import UserError
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
+from myxtts.observe.input_rules import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
 from myxtts.observe.loaders import compare
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
