@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +21,9 @@ from myxtts.data.prepare import DEMO_CORPUS, prepare
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
 from myxtts.text import phonemes_missing
+
+if TYPE_CHECKING:
+    from myxtts.infer import Synthesis
 
 DEFAULT_MINUTES = 3.0
 SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
@@ -55,7 +59,7 @@ class Demo:
     training: dict  # the training run's summary
     wav: Path
     reference: Path  # the held-out clip whose voice the wav speaks in
-    spoken: object  # the wav's infer.Synthesis
+    spoken: Synthesis  # what the wav holds
     vocoder: str  # what turned its mels into audio
     decoder_cap: int  # model.max_decoder_steps: where the decoder is cut
 
