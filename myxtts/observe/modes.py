@@ -59,7 +59,7 @@ def compare(cfg, data: Path, device: torch.device, steps: int, *, selected: tupl
         raise UserError(f"{data}: no training batches")
     say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
         + " ".join("x".join(map(str, s)) for s in batches.shapes) + f"; {steps} timed steps per mode")
-    for note in plan.notes + ([about["note"]] if (about or {}).get("note") else []):
+    for note in [*plan.notes, *([about["note"]] if (about or {}).get("note") else [])]:
         say(note)
     settings = mode_settings(cfg, device)
     run_precision, results = settings["compiled"][0], {}
