@@ -9,6 +9,8 @@ Needs the eval extra (pip install 'myxtts[eval]'); without it, says so and exits
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 from myxtts.commands.common import EXIT_OK, add_checkpoint, add_command, add_seed_device, check_output, err
 
 
@@ -38,13 +40,13 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from myxtts.evaluate import require
     from myxtts.evaluate.report import LABELS, figure_text  # imported late: they load torch
-    from myxtts.evaluate.suite import evaluate_checkpoint
+    from myxtts.evaluate.suite import EvalOptions, evaluate_checkpoint
 
     require()  # a missing extra is the first thing to say
     check_output(args.out, "--out", folder=True)  # before minutes of synthesis and ASR
-    summary = evaluate_checkpoint(args.checkpoint, args.data, args.out, args.vocoder, args.limit,
-                                  args.device, args.asr_model, args.seed, log=err, split=args.split,
-                                  step=args.step, sentences=args.sentences)
+    # each field of the options is an option of this command under the same name
+    opts = EvalOptions(**{f.name: getattr(args, f.name) for f in fields(EvalOptions)})
+    summary = evaluate_checkpoint(opts, log=err)
     nm = summary["not_measured"]
     for key, (label, kind) in LABELS.items():
         v = summary.get(key)

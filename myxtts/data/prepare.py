@@ -139,8 +139,8 @@ def prepare(data: str | Path, out: str | Path, cfg: Config, fmt: str = "auto",
     vocabulary the cache's begins with (:mod:`myxtts.data.symbols`), instead of one built from
     the corpus."""
     with _sigterm_cleans_up():
-        return _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
-                        progress, match)
+        return _prepare(data, out, cfg, fmt, metadata=metadata, wav_dir=wav_dir, workers=workers,
+                        shard=shard, chunk_size=chunk_size, progress=progress, match=match)
 
 
 def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size, progress, match):
@@ -193,7 +193,8 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
               "command without --shard once they finish to merge.", file=sys.stderr)
         return None
     elapsed = time.perf_counter() - t0
-    return _merge(out, recipe, len(chunks), val_ids, cfg, problems, unknown, computed, elapsed, workers)
+    return _merge(out, recipe, len(chunks), val_ids, cfg, problems, unknown, computed=computed,
+                  elapsed=elapsed, workers=workers)
 
 
 def _done(out: Path, j: int) -> bool:

@@ -100,9 +100,9 @@ def ctc_forward_sum(x: Tensor, token_lens: Tensor, mel_lens: Tensor) -> tuple[Te
     lp = x.float().transpose(0, 1)  # (Tm, B, 1 + Tt), as ATen takes it
     targets = torch.arange(1, x.shape[2], dtype=torch.long).expand(x.shape[0], -1)
     t_lens, n_lens = mel_lens.tolist(), token_lens.tolist()
-    nll, log_alpha = torch.ops.aten._ctc_loss(lp, targets, t_lens, n_lens, 0, True)  # (B,)
-    grad = torch.ops.aten._ctc_loss_backward(torch.ones_like(nll), lp, targets, t_lens, n_lens,
-                                             nll, log_alpha, 0, True)  # (Tm, B, 1 + Tt)
+    nll, log_alpha = torch.ops.aten._ctc_loss(lp, targets, t_lens, n_lens, blank=0, zero_infinity=True)  # (B,)
+    grad = torch.ops.aten._ctc_loss_backward(torch.ones_like(nll), lp, targets, t_lens, n_lens, nll,
+                                             log_alpha, blank=0, zero_infinity=True)  # (Tm, B, 1 + Tt)
     return torch.where(torch.isinf(nll), torch.zeros_like(nll), nll), grad.transpose(0, 1).contiguous()
 
 

@@ -78,6 +78,29 @@ def _lse3(a, b, c):
 
 
 @triton.jit
+def _lse_where(v, keep):
+    # log-sum-exp of the lanes of v (BLOCK,) where keep; -inf where none is kept
+    last = tl.where(keep, v, float("-inf"))
+    top = tl.max(last, axis=0)
+    top_safe = tl.where(top == float("-inf"), 0.0, top)
+    return top_safe + tl.log(tl.sum(tl.where(keep, tl.exp(last - top_safe), 0.0), axis=0))
+
+
+@triton.jit
+def _ctc_frame_grad(grad_t, x_t, post, label, token, valid, C, BLOCK: tl.constexpr):
+    # One frame's gradient (C,) at grad_t from the states' posteriors post (BLOCK,). Per class:
+    # a token has one state, the blank sums its N + 1. Written per state, read back per class
+    # to add exp(x) (ATen's convention).
+    tl.store(grad_t + label, -post, mask=valid & token)
+    tl.store(grad_t, -tl.sum(tl.where(token, 0.0, post), axis=0))
+    tl.debug_barrier()
+    cls = tl.arange(0, BLOCK)
+    g = tl.load(grad_t + cls, mask=cls < C, other=0.0)
+    x_all = tl.load(x_t + cls, mask=cls < C, other=float("-inf")).to(tl.float32)
+    tl.store(grad_t + cls, tl.exp(x_all) + g, mask=cls < C)
+
+
+@triton.jit
 def _ctc_kernel(x_ptr, tok_ptr, mel_ptr, alpha_ptr, beta_ptr, nll_ptr, grad_ptr, TM, C, S,
                 BLOCK: tl.constexpr):
     # x (B, TM, C) log-probabilities, C = 1 + Tt; alpha (B, TM, S) and beta (B, S) scratch;
@@ -113,10 +136,7 @@ def _ctc_kernel(x_ptr, tok_ptr, mel_ptr, alpha_ptr, beta_ptr, nll_ptr, grad_ptr,
     # (A scalar condition is spread over the block first: the interpreter cannot AND a block
     # with a scalar.)
     end = valid & (s >= 2 * n_tok - 1) & ((s * 0 + n_frm) > 0)
-    last = tl.where(end, alpha, NEG)
-    top = tl.max(last, axis=0)
-    top_safe = tl.where(top == NEG, 0.0, top)
-    log_z = top_safe + tl.log(tl.sum(tl.where(end, tl.exp(last - top_safe), 0.0), axis=0))
+    log_z = _lse_where(alpha, end)
     finite = log_z > NEG
     tl.store(nll_ptr + b, tl.where(finite, -log_z, 0.0))
 
@@ -125,7 +145,6 @@ def _ctc_kernel(x_ptr, tok_ptr, mel_ptr, alpha_ptr, beta_ptr, nll_ptr, grad_ptr,
     # beta each state's posterior at each frame.
     n_back = tl.where(finite, n_frm, 0)
     beta = tl.full([BLOCK], NEG, dtype=tl.float32)
-    cls = tl.arange(0, BLOCK)
     for i in range(0, n_back):
         t = n_frm - 1 - i
         xt = tl.load(x_row + t * C + label, mask=valid, other=NEG).to(tl.float32)
@@ -137,14 +156,7 @@ def _ctc_kernel(x_ptr, tok_ptr, mel_ptr, alpha_ptr, beta_ptr, nll_ptr, grad_ptr,
         tl.store(beta_row + s, beta, mask=s < S)
         alpha = tl.load(alpha_row + t * S + s, mask=valid, other=NEG)
         post = tl.where(valid, tl.exp(alpha + beta - xt - log_z), 0.0)  # (BLOCK,) per state
-        # Per class: a token has one state, the blank sums its N + 1. Written per state, read
-        # back per class to add exp(x) (ATen's convention).
-        tl.store(grad_row + t * C + label, -post, mask=valid & token)
-        tl.store(grad_row + t * C, -tl.sum(tl.where(token, 0.0, post), axis=0))
-        tl.debug_barrier()
-        g = tl.load(grad_row + t * C + cls, mask=cls < C, other=0.0)
-        x_all = tl.load(x_row + t * C + cls, mask=cls < C, other=NEG).to(tl.float32)
-        tl.store(grad_row + t * C + cls, tl.exp(x_all) + g, mask=cls < C)
+        _ctc_frame_grad(grad_row + t * C, x_row + t * C, post, label, token, valid, C, BLOCK)
 
 
 def triton_ctc_forward_sum(x: Tensor, token_lens: Tensor, mel_lens: Tensor) -> tuple[Tensor, Tensor]:
@@ -159,5 +171,5 @@ def triton_ctc_forward_sum(x: Tensor, token_lens: Tensor, mel_lens: Tensor) -> t
     alpha = torch.empty(b, tm, s, dtype=torch.float32, device=x.device)
     beta = torch.empty(b, s, dtype=torch.float32, device=x.device)
     _ctc_kernel[(b,)](x, token_lens.contiguous(), mel_lens.contiguous(), alpha, beta, nll, grad,
-                      tm, c, s, BLOCK=triton.next_power_of_2(max(s, c)))
+                      TM=tm, C=c, S=s, BLOCK=triton.next_power_of_2(max(s, c)))
     return nll, grad

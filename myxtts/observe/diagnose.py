@@ -6,11 +6,10 @@ one concrete ``key=value`` (a field of ``myxtts.config``) or one ``myxtts`` comm
 generic tips ("increase batch size", "add workers") whatever was measured helps nobody.
 
 The verdicts and the order ``classify`` checks them in (first match wins) are those of
-docs/design.md, "Diagnosis"; the thresholds are the constants below.
+docs/design.md, "Diagnosis"; the thresholds are the constants below, and those of the input
+pipeline's rules in ``observe.input_rules``.
 """
 from __future__ import annotations
-
-import math
 
 from myxtts.config import MIN_FRAME_BUDGET
 from myxtts.observe.efficiency import (
@@ -23,26 +22,22 @@ from myxtts.observe.efficiency import (
 )
 from myxtts.observe.findings import Diagnosis, Finding, ranked
 from myxtts.observe.format import fmt
+from myxtts.observe.input_rules import INPUT_BOUND_HIGH_PCT, INPUT_BOUND_MODERATE_PCT, input_findings, padding_findings
 from myxtts.observe.measured import Measured
 from myxtts.observe.ranks import straggler_findings
 from myxtts.observe.stats import IDLE_MEAN_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 from myxtts.train.sizing import HEADROOM
 
-INPUT_BOUND_MODERATE_PCT = 5.0   # the TensorFlow profiler's input-pipeline thresholds
-INPUT_BOUND_HIGH_PCT = 20.0
-INPUT_BOUND_TARGET_PCT = 1.0
 LAUNCH_BUSY_MAX_PCT = 80.0       # GPU busy share below this, with batches ready: launch-bound
 HALF_BUSY_PCT = 50.0             # below this a launch-bound GPU idles most of the time: high severity
 SMALL_KERNEL_US = 20.0           # a median kernel this short is dominated by its launch cost
 HOST_DISPATCH_BOUND_PCT = 90.0   # host busy launching this share of the step: it cannot launch faster
 SM_UNDERFILL_PCT = 50.0          # GPM SM activity below this while NVML reads busy
-PADDING_LOW_PCT, PADDING_HIGH_PCT = 10.0, 25.0
 OTHER_PCT = 10.0                 # wall time outside loader, copy and step
 LOW_MFU_PCT = 30.0               # MFU below this is drawn as low in the report
 RECOMPILES_HIGH = 3              # this many recompiles after warm-up: high severity
 SYNCS_HIGH = 5                   # host syncs per step: high severity
 SYNCS_STALL = 1                  # host syncs per step that stall the host enough to blur other verdicts
-WORKER_MARGIN = 1.25             # head-room when sizing loader workers
 MEMORY_LOW_PCT = 25.0            # peak GPU memory below this: the frame budget leaves the GPU empty
 MEMORY_ROOM_PCT = 60.0           # a compute-bound run below this has room for a larger budget
 MEMORY_FILL_PCT = 100.0 * HEADROOM  # the peak memory automatic sizing and `myxtts tune` fill a GPU to
@@ -149,51 +144,6 @@ def _r_idle_gpus(m, bound, why):
                   "data or waits does no training", f"`torchrun --nproc_per_node={n} -m myxtts train ...` "
                   "(DDP: every GPU trains on its own share of the batches)", "idle-gpus",
                   100.0 * len(idle) / n)
-
-
-def workers_needed(ms_per_batch: float, step_ms: float, cpus: int) -> tuple[int, int]:
-    """Loader workers that keep up with the step, if the loader's throughput grows linearly with
-    them: one process's time per batch over the step time, with WORKER_MARGIN head-room; and
-    that number capped at the CPUs but one."""
-    need = max(1, math.ceil(ms_per_batch / max(step_ms, 1e-6) * WORKER_MARGIN))
-    return need, max(1, min(need, cpus - 1))
-
-
-def _r_input(m, bound, why):
-    ib, s = m.input_bound_pct, m.settings
-    if ib is None or ib < INPUT_BOUND_MODERATE_PCT:
-        return
-    sev = "high" if ib >= INPUT_BOUND_HIGH_PCT else "medium"
-    h2d, wait = m.h2d_pct or 0.0, m.data_wait_pct
-    w, cpus = s.num_workers, s.cpu_count
-    ev = f"{why}; target < {INPUT_BOUND_TARGET_PCT:g} %"
-    if h2d > wait:
-        ev += f"; of which the host-to-device copy is {h2d:.1f} %"
-        act = ("`data.pin_memory=true` (pageable memory makes the copy synchronous)"
-               if s.pin_memory is False else
-               "`myxtts profile`: the copy is not overlapped with compute; check the device prefetcher")
-        yield Finding(sev, "Input-bound: the host-to-device copy is not overlapped", ev, act, "input-h2d", ib)
-        return
-    if s.on_the_fly:
-        yield Finding(sev, "Input-bound: loaders decode raw audio on every epoch", ev,
-                      "`myxtts prepare` once, then `data.on_the_fly=false` (workers only slice arrays)",
-                      "input-onthefly", ib)
-        return
-    if w is not None and cpus:
-        # w workers that leave the loop waiting a share f of the time build a batch in w / (1 - f) steps
-        need, n = workers_needed(w / max(1e-3, 1 - wait / 100), 1.0, cpus) if w else (4, max(1, min(4, cpus - 1)))
-        ev += f"; {w} loader workers on {cpus} CPUs"
-        if n > w:
-            cap = (f" (about {need} would be needed; with {cpus} CPUs the loader stays CPU-limited: "
-                   f"check the cache is on local disk)" if need > n else "")
-            ev += (f" (needed ~ {w} / (1 - {wait / 100:.2f}) x {WORKER_MARGIN:g} head-room, at most CPUs - 1)"
-                   if w else " (loading in the training process itself)")
-            yield Finding(sev, "Input-bound: too few loader workers", ev, f"`data.num_workers={n}`{cap}",
-                          "input-workers", ib)
-            return
-    yield Finding(sev, "Input-bound: the loader cannot keep up", ev,
-                  "`myxtts tune` (sizes workers and prefetch for this machine), then `myxtts profile` "
-                  "to time the loader alone", "input-tune", ib)
 
 
 def _r_recompiles(m, bound, why):
@@ -317,7 +267,7 @@ DIP_CAUSES = ("input-h2d", "input-onthefly", "input-workers", "input-tune", "rec
 def _r_oscillation(m, bound, why):
     u = m.util()
     if u and u.verdict == "oscillating" and bound != "compiling":
-        seen = (f for rule in (_r_input, _r_recompiles, _r_syncs, _r_settings) for f in rule(m, bound, why))
+        seen = (f for rule in (input_findings, _r_recompiles, _r_syncs, _r_settings) for f in rule(m, bound, why))
         first = next((f for f in seen if f.rule in DIP_CAUSES), None)
         ev = f"NVML utilization {series_text(u)} ({thresholds_text()})"
         sev = "medium"
@@ -339,22 +289,6 @@ def _r_oscillation(m, bound, why):
                       f"CoV {v['cov_pct']:.0f} % over {v['n']} steps of one shape (> {OSCILLATING_COV_PCT:g} %); "
                       f"same shape, different time means host syncs, GC pauses, recompiles or throttling",
                       "`myxtts profile`", "step-cov", v["cov_pct"] / 2)
-
-
-def _r_padding(m, bound, why):
-    p, s = m.padding_pct, m.settings
-    if p is None or p < PADDING_LOW_PCT:
-        return
-    pm, mb = s.pad_multiple, s.max_buckets
-    if pm and pm > 16:
-        act = f"`data.pad_multiple={pm // 2}` (finer bucket lengths; more shapes to compile once)"
-    elif mb:
-        act = f"`data.max_buckets={min(64, mb * 2)}` (more buckets; more shapes to compile once)"
-    else:
-        act = "`data.pad_multiple` smaller or `data.max_buckets` larger"
-    yield Finding("medium" if p >= PADDING_HIGH_PCT else "low", f"{p:.0f} % of computed frames are padding",
-                  f"padding waste {p:.1f} % (>= {PADDING_LOW_PCT:g} %): that share of the GPU's work is thrown away",
-                  act, "padding", p)
 
 
 def _r_settings(m, bound, why):
@@ -399,9 +333,9 @@ def _r_unmeasured(m, bound, why):
                       "unmeasured", 0)
 
 
-RULES = [_r_device, _r_compiling, _r_idle_gpus, _r_input, _r_recompiles, _r_syncs, _r_launch, kernel_findings,
-         _r_underfill, _r_oscillation, _r_memory, _r_padding, _r_settings, _r_compute, _r_straggler,
-         _r_unmeasured]
+RULES = [_r_device, _r_compiling, _r_idle_gpus, input_findings, _r_recompiles, _r_syncs, _r_launch,
+         kernel_findings, _r_underfill, _r_oscillation, _r_memory, padding_findings, _r_settings, _r_compute,
+         _r_straggler, _r_unmeasured]
 
 
 def diagnose(m: Measured) -> Diagnosis:

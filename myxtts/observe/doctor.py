@@ -29,15 +29,15 @@ import math
 import torch
 
 from myxtts.observe import loaders as R
-from myxtts.observe.diagnose import (
+from myxtts.observe.diagnose import diagnose
+from myxtts.observe.findings import ranked
+from myxtts.observe.input_rules import (
     INPUT_BOUND_HIGH_PCT,
     INPUT_BOUND_MODERATE_PCT,
     INPUT_BOUND_TARGET_PCT,
     PADDING_LOW_PCT,
-    diagnose,
     workers_needed,
 )
-from myxtts.observe.findings import ranked
 from myxtts.observe.machine import Doc, DoctorFigures, disk, environment, host
 from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.measured import Measured, Settings

@@ -9,7 +9,8 @@ queued while starting are skipped, and only its steady rate is timed. On it rest
   resamples, trims and computes the mel per item, random batches padded by ``collate_fn``: the
   "before" ``bench loader`` compares ours with;
 * ``simulate``: the cached loader feeding a consumer that holds each batch for a given step
-  time, so a GPU's step is stood in for by sleeping (``bench loader``).
+  time, so a GPU's step is stood in for by sleeping;
+* ``compare``: all three side by side on one cache, the record ``bench loader`` prints.
 
 The input-bound share a run would see is predicted from a loader's time per batch and the step
 time (``predicted_input_bound``) or measured against the simulated step (``simulate``); both
@@ -18,6 +19,7 @@ are defined in docs/design.md, "Input-bound".
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -30,6 +32,9 @@ from myxtts.data.dataset import ref_len_for
 from myxtts.data.features import MEL_PAD
 from myxtts.data.loader import make_loader
 from myxtts.data.sampler import make_sampler
+from myxtts.observe.flops import simulated_step_ms
+from myxtts.observe.input_rules import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
+from myxtts.train.precision import device_name
 
 
 def throughput(it, batches: int, *, warm_up: int, seconds: float = math.inf) -> dict:
@@ -164,3 +169,66 @@ def simulate(loader, step_ms: dict, n: int) -> dict:
             "wall_s": wall, "batches": n, "warm_up_batches": warm,
             "wait_ms": {"p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)),
                         "max": float(w.max()), "batches_waiting_over_1ms": int((w > 1).sum())}}
+
+
+# -------------------------------------------------------------------------------- side by side
+def compare(cache, cfg: Config, workers: int, quick: bool = False, step_ms: float | None = None) -> dict:
+    """The naive loader against the cached one on ``cache``, both with ``workers`` workers, and
+    the cached one feeding a simulated step: ``step_ms`` per batch, else the model's FLOPs at an
+    assumed MFU of an H100 (``observe.flops.simulated_step_ms``). ``quick``: fewer batches."""
+    load_before = os.getloadavg()[0]  # other processes' CPU use skews every number below
+    n_naive, n_cached, n_sim = (4, 200, 300) if quick else (20, 1000, 1500)
+    sampler = make_sampler(cache, cfg, "train")
+    rep, shapes = sampler.padding_report(), sampler.shapes()
+    step, step_info = _step_times(cache, cfg, sampler, quick, step_ms)
+
+    # (a) naive: same workers, random batches of the cached plan's mean size
+    batch_size = max(1, round(float(np.mean([len(p.indices) for p in sampler.plan()]))))
+    naive = throughput(naive_loader(cache, cfg, workers, batch_size), n_naive, warm_up=workers)
+    naive["batch_size"] = batch_size
+    # (b) cached, as the GPU path consumes it (worker form) and as the float32 contract
+    loader = cached_loader(cache, cfg, workers)
+    ahead = cfg.data.prefetch_factor * max(1, workers) + 2  # DataLoader queue + host thread
+    cached = throughput(tensors(loader.iterate(None)), n_cached, warm_up=ahead)
+    cached["frames_per_s_float32"] = throughput(tensors(iter(loader)), n_cached // 2, warm_up=ahead)["frames_per_s"]
+    # (c) the same loader feeding the simulated H100
+    sim = simulate(loader, step, n_sim)
+
+    train = cache.indices("train")
+    minutes = float(cache.index.n_frames[train].sum()) * cache.audio_cfg.hop_length / cache.audio_cfg.sample_rate / 60
+    speedup = cached["frames_per_s"] / naive["frames_per_s"]
+    return {
+        "device": device_name(), "workers": workers, "cache": str(cache.path),
+        "corpus": {"train_utterances": int(train.size), "speakers": len(cache.speakers),
+                   "train_minutes": round(minutes, 2)},
+        "loader": {
+            "naive": naive,
+            "cached": dict(cached, speedup=speedup,
+                           speedup_float32=cached["frames_per_s_float32"] / naive["frames_per_s"],
+                           input_bound_pct=sim["input_bound_pct"], simulated=sim),
+            "padding_pct": rep["mel_padding_pct"], "text_padding_pct": rep["text_padding_pct"],
+            "filler_pct": rep["filler_pct"], "shapes": [list(s) for s in shapes],
+            "batches_per_epoch": len(sampler), "frame_budget": cfg.data.frame_budget,
+            "pad_multiple": cfg.data.pad_multiple, "max_buckets": cfg.data.max_buckets,
+            "padding_by_pad_multiple": padding_by_multiple(cache, cfg)},
+        "simulated_step": step_info,
+        "quick": bool(quick),
+        "load_avg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
+                          "cores": os.cpu_count()},
+        "targets": {"cached_vs_naive_ge_20x": speedup >= 20,
+                    "input_bound_lt_1pct": sim["input_bound_pct"] < INPUT_BOUND_TARGET_PCT,
+                    "padding_le_10pct": rep["mel_padding_pct"] <= PADDING_LOW_PCT}}
+
+
+def _step_times(cache, cfg: Config, sampler, quick: bool, step_ms: float | None) -> tuple[dict, dict]:
+    """({(B, Tt, Tm): simulated step ms}, how they were found, with their mean over the plan's
+    batches)."""
+    shapes = sampler.shapes()
+    if step_ms:
+        step = {s: step_ms for s in shapes}
+        info = {"source": "--step-ms", "formula": f"fixed {step_ms} ms per batch"}
+    else:
+        step, info = simulated_step_ms(cfg, cache, shapes, quick)
+    weights = {s: sum(p.mel_len == s[2] and len(p.indices) == s[0] for p in sampler.plan()) for s in shapes}
+    mean_ms = sum(step[s] * w for s, w in weights.items()) / max(1, sum(weights.values()))
+    return step, dict(info, mean_ms=mean_ms)

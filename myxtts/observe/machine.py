@@ -85,31 +85,12 @@ def _meminfo(key: str) -> int | None:
 
 # ------------------------------------------------------------------------------ environment
 def environment(doc: Doc, cfg) -> torch.device:
+    """torch, the GPU, its driver, bf16 and triton, each a check (and a finding when it is
+    wrong) → the device the rest of the checks use."""
     E = "environment"
-    cuda_build = torch.version.cuda
-    spec = supported_torch()
-    inside = spec is None or torch_in_range(torch.__version__, spec)
-    doc.check(E, "torch", ("ok" if cuda_build else "info") if inside else "warn",
-              f"{torch.__version__} ({'CUDA ' + cuda_build if cuda_build else 'CPU-only'} build)"
-              + (f"; MyXTTS supports torch{spec}" if spec else ""))
-    if not inside:
-        doc.find("high", "A torch release MyXTTS was not checked with",
-                 f"torch {torch.__version__}; MyXTTS supports torch{spec}: the compiled step touches torch "
-                 "internals that change between releases", f"`pip install 'torch{spec}'`", "env-torch-range", 60)
-    nvidia_hw = Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+    _torch_build(doc)
     if not torch.cuda.is_available():
-        if not cuda_build and nvidia_hw:
-            doc.find("high", "CPU-only torch on a machine with an NVIDIA GPU",
-                     f"torch {torch.__version__} has no CUDA support, and an NVIDIA device is present",
-                     "install a CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128` "
-                     "(pick the CUDA version your driver supports)", "env-cpu-torch", 100)
-        elif cuda_build:
-            vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-            doc.find("high", "CUDA torch sees no GPU",
-                     f"torch {torch.__version__} (CUDA {cuda_build}) finds no device"
-                     + (f"; CUDA_VISIBLE_DEVICES={vis!r}" if vis is not None else ""),
-                     "unset or fix `CUDA_VISIBLE_DEVICES`; check the driver with `nvidia-smi`",
-                     "env-no-gpu", 100)
+        _no_gpu(doc)
         doc.check(E, "GPU", "skip", "none visible: GPU checks skipped")
         return torch.device("cpu")
     dev = torch.device("cuda", 0)
@@ -117,6 +98,56 @@ def environment(doc: Doc, cfg) -> torch.device:
     doc.note(device_name=p.name, gpu_memory=p.total_memory)
     doc.check(E, "GPU", "ok", f"{torch.cuda.device_count()} visible; cuda:0 {p.name}, compute capability "
               f"{p.major}.{p.minor}, {_gib(p.total_memory)}")
+    _driver(doc)
+    bf16 = torch.cuda.is_bf16_supported()
+    doc.note(bf16_supported=bf16)
+    doc.check(E, "bf16 / TF32", "ok" if bf16 else "warn",
+              f"bf16 {'yes' if bf16 else 'no'}, TF32 {'yes' if p.major >= 8 else 'no'} "
+              f"(compute capability {p.major}.{p.minor})")
+    if cfg.train.precision == "bf16" and not bf16:
+        doc.find("high", "bf16 requested on a GPU without it", f"{p.name} has no bf16",
+                 "`train.precision=fp16`", "env-bf16", 100)
+    if _triton(doc, cfg):
+        aligner_kernels(doc, cfg, dev)
+    return dev
+
+
+def _torch_build(doc: Doc) -> None:
+    """The torch release and build, against the range MyXTTS supports."""
+    cuda_build = torch.version.cuda
+    spec = supported_torch()
+    inside = spec is None or torch_in_range(torch.__version__, spec)
+    doc.check("environment", "torch", ("ok" if cuda_build else "info") if inside else "warn",
+              f"{torch.__version__} ({'CUDA ' + cuda_build if cuda_build else 'CPU-only'} build)"
+              + (f"; MyXTTS supports torch{spec}" if spec else ""))
+    if not inside:
+        doc.find("high", "A torch release MyXTTS was not checked with",
+                 f"torch {torch.__version__}; MyXTTS supports torch{spec}: the compiled step touches torch "
+                 "internals that change between releases", f"`pip install 'torch{spec}'`", "env-torch-range", 60)
+
+
+def _no_gpu(doc: Doc) -> None:
+    """Why torch sees no GPU, where one seems to be there: a CPU-only build, or a CUDA build
+    kept from the device."""
+    cuda_build = torch.version.cuda
+    nvidia_hw = Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+    if not cuda_build and nvidia_hw:
+        doc.find("high", "CPU-only torch on a machine with an NVIDIA GPU",
+                 f"torch {torch.__version__} has no CUDA support, and an NVIDIA device is present",
+                 "install a CUDA build: `pip install torch --index-url https://download.pytorch.org/whl/cu128` "
+                 "(pick the CUDA version your driver supports)", "env-cpu-torch", 100)
+    elif cuda_build:
+        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+        doc.find("high", "CUDA torch sees no GPU",
+                 f"torch {torch.__version__} (CUDA {cuda_build}) finds no device"
+                 + (f"; CUDA_VISIBLE_DEVICES={vis!r}" if vis is not None else ""),
+                 "unset or fix `CUDA_VISIBLE_DEVICES`; check the driver with `nvidia-smi`",
+                 "env-no-gpu", 100)
+
+
+def _driver(doc: Doc) -> None:
+    """The driver's CUDA version, read through NVML, against the one torch was built for."""
+    E, cuda_build = "environment", torch.version.cuda
     try:
         from myxtts.observe.gpu import _import_nvml
         nv = _import_nvml()
@@ -138,30 +169,28 @@ def environment(doc: Doc, cfg) -> torch.device:
         doc.check(E, "driver/NVML", "warn", f"NVML not usable ({type(e).__name__}: {e})")
         doc.find("low", "NVML not available", "GPU utilisation cannot be sampled (progress line, "
                  f"`myxtts monitor`, {RunDir.REPORT})", "`pip install 'myxtts[gpu]'` (nvidia-ml-py)", "env-nvml", 1)
-    bf16 = torch.cuda.is_bf16_supported()
-    doc.note(bf16_supported=bf16)
-    doc.check(E, "bf16 / TF32", "ok" if bf16 else "warn",
-              f"bf16 {'yes' if bf16 else 'no'}, TF32 {'yes' if p.major >= 8 else 'no'} "
-              f"(compute capability {p.major}.{p.minor})")
-    if cfg.train.precision == "bf16" and not bf16:
-        doc.find("high", "bf16 requested on a GPU without it", f"{p.name} has no bf16",
-                 "`train.precision=fp16`", "env-bf16", 100)
-    duration = cfg.model.decoder == "duration"  # its aligner runs Triton kernels, compiled or not
-    if cfg.train.compile != "off" or duration:
-        try:
-            import triton  # noqa: F401
-            doc.check(E, "triton", "ok", f"{triton.__version__} (torch.compile can build GPU kernels)")
-        except ImportError:
-            doc.check(E, "triton", "fail", "not installed")
-            ways = (["`train.compile=off`"] if cfg.train.compile != "off" else []) + \
-                   (["`train.aligner_on_host=true`"] if duration else [])
-            needs = " and ".join((["train.compile"] if cfg.train.compile != "off" else []) +
-                                 (["the duration decoder's aligner"] if duration else []))
-            doc.find("high", "No triton to build GPU kernels", f"{needs} on CUDA need triton, which is not "
-                     "installed", f"`pip install triton` (or {' and '.join(ways)})", "env-triton", 90)
-            return dev
-    aligner_kernels(doc, cfg, dev)
-    return dev
+
+
+def _triton(doc: Doc, cfg) -> bool:
+    """Is triton there where the settings need it (train.compile, or the duration decoder's
+    aligner, which runs Triton kernels compiled or not)? False, with the way around, if not."""
+    E = "environment"
+    duration = cfg.model.decoder == "duration"
+    if cfg.train.compile == "off" and not duration:
+        return True
+    try:
+        import triton  # noqa: F401
+        doc.check(E, "triton", "ok", f"{triton.__version__} (torch.compile can build GPU kernels)")
+        return True
+    except ImportError:
+        doc.check(E, "triton", "fail", "not installed")
+    ways = (["`train.compile=off`"] if cfg.train.compile != "off" else []) + \
+           (["`train.aligner_on_host=true`"] if duration else [])
+    needs = " and ".join((["train.compile"] if cfg.train.compile != "off" else []) +
+                         (["the duration decoder's aligner"] if duration else []))
+    doc.find("high", "No triton to build GPU kernels", f"{needs} on CUDA need triton, which is not "
+             "installed", f"`pip install triton` (or {' and '.join(ways)})", "env-triton", 90)
+    return False
 
 
 def aligner_kernels(doc: Doc, cfg, dev: torch.device, check=check_device) -> None:

@@ -96,22 +96,8 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
     warm_s, warm_graphs, warm_recompiles = time.perf_counter() - t0, compiled_graphs() - g0, loop.recompiles
     step.read_window()  # the warm-up losses
 
-    host_ms, timed = 0.0, {}  # shape → [steps, one of its micro-batches]
-    step.hooks.append(timer)
-    try:
-        with beside():
-            t_end = None if seconds is None else time.perf_counter() + seconds
-            for _ in range(steps):
-                s0 = time.perf_counter()
-                got = loop.step_once()
-                host_ms += loop.last_host_ms
-                for b in got:
-                    timed.setdefault(b.shape, [0, b.tensors])[0] += 1
-                if t_end is not None and time.perf_counter() + (time.perf_counter() - s0) > t_end:
-                    break  # the next step would overrun
-            sync(run.device)
-    finally:
-        step.hooks.remove(timer)
+    with beside():
+        host_ms, timed = _timed_steps(run, loop, timer, steps, seconds)
     window = step.read_window()
     summary = timer.summary()
     out = {**summary, "compile_s": sum(by_shape) if by_shape else None,
@@ -129,3 +115,24 @@ def measure(run: Run, steps: int, *, batches=None, seconds: float | None = None,
         out.update(flops_by_shape=per_shape, flops=total,
                    **mfu(total, summary["wall_s"], device_name(run.device)))
     return out
+
+
+def _timed_steps(run: Run, loop: Loop, timer: StepTimer, steps: int, seconds: float | None) -> tuple[float, dict]:
+    """``steps`` steps of ``loop`` (fewer when ``seconds`` would run out), timed by ``timer``
+    hooked into the step → (host ms of them all, {shape: [steps, one of its micro-batches]})."""
+    host_ms, timed = 0.0, {}
+    run.step_fn.hooks.append(timer)
+    try:
+        t_end = None if seconds is None else time.perf_counter() + seconds
+        for _ in range(steps):
+            s0 = time.perf_counter()
+            got = loop.step_once()
+            host_ms += loop.last_host_ms
+            for b in got:
+                timed.setdefault(b.shape, [0, b.tensors])[0] += 1
+            if t_end is not None and time.perf_counter() + (time.perf_counter() - s0) > t_end:
+                break  # the next step would overrun
+        sync(run.device)
+    finally:
+        run.step_fn.hooks.remove(timer)
+    return host_ms, timed

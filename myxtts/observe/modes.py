@@ -28,16 +28,72 @@ from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
 
 import torch
 
+from myxtts.data.cache import Cache
+from myxtts.errors import UserError
 from myxtts.observe.measure import FixedBatches, measure
 from myxtts.observe.ops import count_step_ops
-from myxtts.train.build import build_run
-from myxtts.train.precision import resolve
+from myxtts.train.build import build_run, resolve_plan
+from myxtts.train.precision import device_name, resolve
 
 MODES = ("eager_fp32", "eager_amp", "compiled", "compiled_cudagraphs", "compiled_regional")
 COMPILED = ("compiled", "compiled_cudagraphs", "compiled_regional")
+
+
+def compare(cfg, data: Path, device: torch.device, steps: int, *, selected: tuple[str, ...] = MODES,
+            backend: str | None = None, about: dict | None = None, say=print, save=None) -> dict:
+    """Each mode of ``selected`` measured for ``steps`` timed steps on the same batches of the
+    cache ``data``; the rest skipped, with the reason. ``backend``: torch.compile's (default
+    inductor). ``about``: the caller's fields of the record (its ``note``, when given, is said
+    before the modes run). ``save(record)`` runs as each mode finishes, so that a run cut short
+    keeps the modes it finished. → the record (``summarise``)."""
+    # data.frame_budget=auto is resolved once, as a training run here would resolve it, so the
+    # batches match the runs the modes build and no mode's time includes a memory search.
+    plan = resolve_plan(cfg, data)
+    sized = plan.apply(cfg)
+    batches = FixedBatches(Cache(data, expect=sized), sized, device)
+    if not len(batches):
+        raise UserError(f"{data}: no training batches")
+    say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
+        + " ".join("x".join(map(str, s)) for s in batches.shapes) + f"; {steps} timed steps per mode")
+    for note in [*plan.notes, *([about["note"]] if (about or {}).get("note") else [])]:
+        say(note)
+    settings = mode_settings(cfg, device)
+    run_precision, results = settings["compiled"][0], {}
+    head = {"device": device_name(device), "device_type": device.type, **(about or {}), "cache": str(data),
+            "steps": steps, "compile_backend": backend or "inductor", "frame_budget": plan.frame_budget,
+            "shapes": [list(s) for s in batches.shapes], "modes_selected": list(selected)}
+    for name in MODES:
+        precision, compile_mode, reason = settings[name]
+        reason = "not selected (--modes)" if name not in selected else reason
+        if reason:
+            results[name] = skipped(reason, precision)
+            say(f"  {name}: skipped ({reason})")
+            continue
+        if compile_mode != "off":
+            torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
+        say(f"  {name}: precision {precision}, compile {compile_mode}"
+            + (f" ({backend or 'inductor'})" if compile_mode != "off" else "") + " ...")
+        results[name] = run_mode(sized, data, batches, steps, precision, compile_mode, backend)
+        if save:  # what is finished survives a time limit
+            save(summarise(head, results, run_precision))
+    torch._dynamo.reset()
+    return summarise(head, results, run_precision)
+
+
+def parse_modes(text: str | None) -> tuple[str, ...]:
+    """``--modes`` → the selected modes in the order they run; all when not given."""
+    if not text:
+        return MODES
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if bad or not names:
+        raise UserError(f"--modes {text!r}: unknown mode {', '.join(bad) or '(none given)'}; "
+                        f"choose from {','.join(MODES)}")
+    return tuple(m for m in MODES if m in names)
 
 
 def amp_precision(device: torch.device) -> tuple[str | None, str]:

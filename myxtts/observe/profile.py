@@ -171,84 +171,30 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
         say("no GPU: every figure below is CPU time (host perf_counter), not GPU time")
 
     # 1. compile, warm up and time the trainer's own steps, NVML sampled beside the timed ones
-    # (not beside the profiled pass: the profiler's bookkeeping slows the host).
-    nvml: dict = {}
-
-    @contextlib.contextmanager
-    def sampled():
-        nvml["sampler"], nvml["why"] = start_sampler(NVML_INTERVAL_S) if cuda else (None, "no GPU")
-        try:
-            yield
-        finally:
-            nvml["summary"] = stop_sampler(nvml["sampler"])
-
-    summ = measure(run, steps, batches=run.batches, beside=sampled, flops=True)
+    summ, nvml = _measured(run, steps)
     say(f"warm-up: {len(run.shapes)} shapes, {summ['warmup_passes']} pass(es), {summ['warmup_s']:.1f} s")
-    gpu, sampler = nvml["summary"], nvml["sampler"]
-    gpu_samples = sampler.samples() if sampler is not None else []
-    step_ms = summ["step_ms"]
+    gpu, step_ms = nvml["summary"], summ["step_ms"]
     graphs0 = compiled_graphs()
-
-    # 2. profiled pass.
-    loop, ranges = Loop(run), _Ranges()
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    step_fn.hooks.append(ranges)
-    with torch.profiler.profile(activities=acts) as prof:
-        for _ in range(steps):
-            loop.step_once()
-            ranges.close()
-            prof.step()
-        sync(dev)
-    step_fn.hooks.remove(ranges)
-    mem = read_memory(dev)  # since measure() started: its steps and the profiled pass
-    trace = out / "trace.json"
-    prof.export_chrome_trace(str(trace))
-    dstats = _device_stats(prof, steps, step_ms) if cuda else {}
-    top = dstats.pop("top", None) or _cpu_top(prof)
-    del prof
-
-    # 3. host syncs, recompiles.
-    syncs, sync_note = None, "not measurable on CPU"
-    if cuda:
-        with count_host_syncs() as sc:
-            for _ in range(2):
-                loop.step_once()
-        syncs, sync_note = (sc.count / 2 if sc.count is not None else None), sc.reason
+    # 2. profiled pass, then 3. host syncs and recompiles
+    loop = Loop(run)
+    trace, dstats, top, mem = _profiled(run, loop, steps, out / "trace.json", step_ms)
+    syncs, sync_note = _host_syncs(loop, cuda)
     recompiles = summ["recompiles_after_warmup"] + compiled_graphs() - graphs0
     m = {k: summ[k] for k in ("achieved_tflops", "peak_tflops", "mfu_pct", "mfu_basis")}
     if not cuda:
         m.update(mfu_pct=None, mfu_basis="no GPU: MFU is against a GPU's peak")
 
-    wall = step_ms or 0.0
     h2d_ms = dstats.pop("h2d_exposed_ms", 0.0)
-    phases = summ["phase_ms"]
-    rows = {"waiting for data": wall * (summ["input_bound_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
-            **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
-    rows["other"] = max(0.0, wall - sum(rows.values()))
-    pct = (lambda v: 100.0 * v / wall) if wall else (lambda v: None)
-    breakdown = {k: {"ms": v, "pct": pct(v)} for k, v in rows.items()}
-
-    bf16 = torch.cuda.is_bf16_supported() if cuda else None
-    settings = Settings.from_config(run.cfg, device=str(dev), device_name=name, bf16_supported=bf16,
-                                    cpu_count=usable_cpus(), compile=step_fn.compile_mode)
-    figures = {k: summ[k] for k in RUN_FIGURES}
-    record = {**asdict(settings), **figures, "n_shapes": len(run.shapes),
-              "padding_pct": run.batches.padding_pct, "recompiles": recompiles,
-              "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]}
-    if cuda:
-        record["h2d_pct"] = pct(h2d_ms)
-        record["input_bound_pct"] = (summ["input_bound_pct"] or 0.0) + record["h2d_pct"]
-        record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
-        record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
-        record["mem_peak_pct"] = mem.reserved_peak_pct if mem else None
-        record.update(dstats)
+    breakdown = _breakdown(summ, h2d_ms)
+    record = _record(run, summ, dstats, h2d_ms, mem,
+                     {"recompiles": recompiles, "host_syncs_per_step": syncs, "mfu_pct": m["mfu_pct"]})
     measured = measured_from_profile(record, gpu, {} if gpu else {"gpu": f"NVML not sampled: {nvml['why']}"})
     diag = diagnose(measured)
-    not_measured = {} if cuda else {"mfu": m["mfu_basis"]}
     from myxtts.observe.report import write_report
     report = write_report(RunDir(out).report, measured, diag, title="MyXTTS profile",
-                          not_measured=not_measured, achieved_tflops=m["achieved_tflops"],
-                          mfu_basis=m["mfu_basis"], gpu_samples=gpu_samples,
+                          not_measured={} if cuda else {"mfu": m["mfu_basis"]},
+                          achieved_tflops=m["achieved_tflops"], mfu_basis=m["mfu_basis"],
+                          gpu_samples=nvml["sampler"].samples() if nvml["sampler"] is not None else [],
                           meta={"device": f"{dev} ({name})", "steps": steps, "precision": run.precision.name,
                                 "compile": step_fn.compile_mode, "trace": str(trace)})
     run.close()
@@ -262,6 +208,85 @@ def profile(cfg, data, steps: int = 20, out: str | Path = "profile", say=print) 
             "flops_per_step": summ["flops"] / max(summ["steps"], 1), **m, "throughput": summ["throughput"],
             "gpu": gpu.as_dict() if gpu else None, "trace": str(trace), "report": str(report), "run": record,
             "diagnosis": diag.as_dict()}
+
+
+def _measured(run, steps: int) -> tuple[dict, dict]:
+    """``measure`` of the run's own batches with NVML sampled beside the timed steps (not beside
+    the profiled pass: the profiler's bookkeeping slows the host) → (its figures, {"sampler",
+    "why" it is None, "summary"})."""
+    cuda = run.device.type == "cuda"
+    nvml: dict = {}
+
+    @contextlib.contextmanager
+    def sampled():
+        nvml["sampler"], nvml["why"] = start_sampler(NVML_INTERVAL_S) if cuda else (None, "no GPU")
+        try:
+            yield
+        finally:
+            nvml["summary"] = stop_sampler(nvml["sampler"])
+
+    return measure(run, steps, batches=run.batches, beside=sampled, flops=True), nvml
+
+
+def _profiled(run, loop: Loop, steps: int, trace: Path, step_ms: float):
+    """``steps`` steps under torch.profiler, each phase a range, the Chrome trace written to
+    ``trace`` → (trace, kernel statistics (CUDA; else {}), top kernels or CPU ops, memory)."""
+    dev, cuda = run.device, run.device.type == "cuda"
+    ranges = _Ranges()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    run.step_fn.hooks.append(ranges)
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(steps):
+            loop.step_once()
+            ranges.close()
+            prof.step()
+        sync(dev)
+    run.step_fn.hooks.remove(ranges)
+    mem = read_memory(dev)  # since measure() started: its steps and the profiled pass
+    prof.export_chrome_trace(str(trace))
+    dstats = _device_stats(prof, steps, step_ms) if cuda else {}
+    top = dstats.pop("top", None) or _cpu_top(prof)
+    return trace, dstats, top, mem
+
+
+def _host_syncs(loop: Loop, cuda: bool) -> tuple[float | None, str]:
+    """Host syncs per step over two steps (CUDA only) → (syncs, why None)."""
+    if not cuda:
+        return None, "not measurable on CPU"
+    with count_host_syncs() as sc:
+        for _ in range(2):
+            loop.step_once()
+    return (sc.count / 2 if sc.count is not None else None), sc.reason
+
+
+def _breakdown(summ: dict, h2d_ms: float) -> dict:
+    """Where a step's time goes, {phase: {"ms", "pct"}} over ``PHASES``."""
+    wall = summ["step_ms"] or 0.0
+    phases = summ["phase_ms"]
+    rows = {"waiting for data": wall * (summ["input_bound_pct"] or 0.0) / 100.0, "host-to-device": h2d_ms,
+            **{p: phases.get(p, 0.0) for p in ("forward", "backward", "optimizer")}}
+    rows["other"] = max(0.0, wall - sum(rows.values()))
+    return {k: {"ms": v, "pct": 100.0 * v / wall if wall else None} for k, v in rows.items()}
+
+
+def _record(run, summ: dict, dstats: dict, h2d_ms: float, mem, figures: dict) -> dict:
+    """The profile's ``run`` record: the run's settings, the timed steps' figures, ``figures``,
+    and on a GPU the exposed copy, CPU dispatch, memory and kernel statistics."""
+    dev, wall = run.device, summ["step_ms"] or 0.0
+    cuda = dev.type == "cuda"
+    settings = Settings.from_config(run.cfg, device=str(dev), device_name=device_name(dev),
+                                    bf16_supported=torch.cuda.is_bf16_supported() if cuda else None,
+                                    cpu_count=usable_cpus(), compile=run.step_fn.compile_mode)
+    record = {**asdict(settings), **{k: summ[k] for k in RUN_FIGURES}, "n_shapes": len(run.shapes),
+              "padding_pct": run.batches.padding_pct, **figures}
+    if cuda:
+        record["h2d_pct"] = 100.0 * h2d_ms / wall if wall else None
+        record["input_bound_pct"] = (summ["input_bound_pct"] or 0.0) + record["h2d_pct"]
+        record["other_pct"] = max(0.0, 100.0 - record["input_bound_pct"] - (summ["compute_pct"] or 0.0))
+        record["cpu_dispatch_pct"] = min(100.0, 100.0 * summ["host_ms_per_step"] / wall) if wall else None
+        record["mem_peak_pct"] = mem.reserved_peak_pct if mem else None
+        record.update(dstats)
+    return record
 
 
 # The figures of ``StepTimer.summary()`` a profile's ``run`` record keeps.

@@ -24,7 +24,7 @@ from myxtts.observe.findings import Finding
 # batch in the same setting (tests/train/test_collectives.py) is far over it.
 STRAGGLER_PCT = 25.0
 # The others lose this share of their step waiting for the straggler: as much as a highly
-# input-bound run (diagnose.INPUT_BOUND_HIGH_PCT) loses to its loader.
+# input-bound run (input_rules.INPUT_BOUND_HIGH_PCT) loses to its loader.
 STRAGGLER_HIGH_PCT = 20.0
 PARTS = ("loader", "device", "other")
 _WHAT = {"loader": "its loader", "device": "its device (the step outside the all-reduce)",

@@ -29,18 +29,17 @@ from pathlib import Path
 
 from myxtts.files import write_text
 from myxtts.observe import learning, svg
-from myxtts.observe.diagnose import (
-    INPUT_BOUND_HIGH_PCT,
-    INPUT_BOUND_MODERATE_PCT,
-    INPUT_BOUND_TARGET_PCT,
-    LOW_MFU_PCT,
-    PADDING_HIGH_PCT,
-    PADDING_LOW_PCT,
-    diagnose,
-)
+from myxtts.observe.diagnose import LOW_MFU_PCT, diagnose
 from myxtts.observe.findings import Diagnosis
 from myxtts.observe.format import fmt
 from myxtts.observe.gpu_summary import SLOWDOWN_REASONS, GpuStats
+from myxtts.observe.input_rules import (
+    INPUT_BOUND_HIGH_PCT,
+    INPUT_BOUND_MODERATE_PCT,
+    INPUT_BOUND_TARGET_PCT,
+    PADDING_HIGH_PCT,
+    PADDING_LOW_PCT,
+)
 from myxtts.observe.measured import Measured
 from myxtts.observe.stats import LOW_UTIL_PCT, OSCILLATING_COV_PCT, series_text, thresholds_text
 

@@ -23,7 +23,7 @@ import yaml
 from myxtts.config import from_dict
 from myxtts.files import write_text
 from myxtts.observe import loaders as R
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN, workers_needed
+from myxtts.observe.input_rules import INPUT_BOUND_TARGET_PCT, WORKER_MARGIN, workers_needed
 from myxtts.observe.measure import measure
 from myxtts.train.build import build_run, sizing_probe
 from myxtts.train.distributed import DistInfo

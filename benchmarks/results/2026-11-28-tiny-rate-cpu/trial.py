@@ -19,7 +19,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from myxtts.commands.demo import SENTENCE
+from myxtts.demo import SENTENCE
 from myxtts.data.cache import Cache
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.evaluation import plan, plan_texts, speak_sentences

@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 
 import myxtts.train.loop as L
 from myxtts.cli import main as cli_main
-from myxtts.commands.demo import SENTENCE
+from myxtts.demo import SENTENCE
 from myxtts.data.cache import Cache
 from myxtts.evaluate.asr import Recognizer
 from myxtts.evaluate.evaluation import plan, plan_texts, speak_sentences

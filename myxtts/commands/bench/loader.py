@@ -1,5 +1,5 @@
 """`myxtts bench loader`: a naive loader against ours, on the same data and
-the same number of workers, in one run (``observe.loaders`` measures them).
+the same number of workers, in one run (``observe.loaders.compare`` measures them).
 
   naive      decodes, resamples, trims and computes the mel of every item on the CPU, every
              epoch, random batches padded by collate_fn: what many TTS trainers do (the "before").
@@ -17,21 +17,15 @@ the host-to-device copy, which the DevicePrefetcher overlaps with the step.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-
-import numpy as np
 
 from myxtts.commands.common import check_output
 from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import demo_cache
-from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
-from myxtts.observe import loaders as L
-from myxtts.observe.diagnose import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
-from myxtts.observe.flops import simulated_step_ms
-from myxtts.train.precision import device_name
+from myxtts.observe.input_rules import INPUT_BOUND_TARGET_PCT, PADDING_LOW_PCT
+from myxtts.observe.loaders import compare
 
 HELP = "naive vs cached loader throughput, padding, input-bound % against a simulated H100"
 
@@ -47,7 +41,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    load_before = os.getloadavg()[0]  # other processes' CPU use skews every number below
     if args.workers is not None and args.workers < 0:
         raise UserError(f"--workers must be 0 (load in this process) or more, got {args.workers}")
     if args.step_ms is not None and args.step_ms <= 0:
@@ -55,60 +48,9 @@ def run(args) -> int:
     check_output(args.json, "--json")
     cfg = load(args.config, args.overrides)
     workers = cfg.data.num_workers if args.workers is None else args.workers
-    path = Path(args.data) if args.data else demo_cache(cfg)
-    cache = Cache(path)
-    n_naive, n_cached, n_sim = (4, 200, 300) if args.quick else (20, 1000, 1500)
-    train = cache.indices("train")
-    sampler = make_sampler(cache, cfg, "train")
-    rep = sampler.padding_report()
-    shapes = sampler.shapes()
-    mean_rows = float(np.mean([len(p.indices) for p in sampler.plan()]))
-
-    if args.step_ms:
-        step_ms = {s: args.step_ms for s in shapes}
-        step_info = {"source": "--step-ms", "formula": f"fixed {args.step_ms} ms per batch"}
-    else:
-        step_ms, step_info = simulated_step_ms(cfg, cache, shapes, args.quick)
-    weights = {s: sum(p.mel_len == s[2] and len(p.indices) == s[0] for p in sampler.plan()) for s in shapes}
-    mean_ms = sum(step_ms[s] * w for s, w in weights.items()) / max(1, sum(weights.values()))
-
-    # (a) naive: same workers, random batches of the cached plan's mean size
-    batch_size = max(1, round(mean_rows))
-    naive = L.throughput(L.naive_loader(cache, cfg, workers, batch_size), n_naive, warm_up=workers)
-    naive["batch_size"] = batch_size
-    # (b) cached, as the GPU path consumes it (worker form) and as the float32 contract
-    loader = L.cached_loader(cache, cfg, workers)
-    ahead = cfg.data.prefetch_factor * max(1, workers) + 2  # DataLoader queue + host thread
-    cached = L.throughput(L.tensors(loader.iterate(None)), n_cached, warm_up=ahead)
-    cached["frames_per_s_float32"] = L.throughput(L.tensors(iter(loader)), n_cached // 2, warm_up=ahead)["frames_per_s"]
-    # (c) the same loader feeding the simulated H100
-    sim = L.simulate(loader, step_ms, n_sim)
-
-    result = {
-        "device": device_name(), "workers": workers, "config": args.config,
-        "overrides": list(args.overrides), "cache": str(path),
-        "corpus": {"train_utterances": int(train.size), "speakers": len(cache.speakers),
-                   "train_minutes": round(float(cache.index.n_frames[train].sum()) * cache.audio_cfg.hop_length
-                                          / cache.audio_cfg.sample_rate / 60, 2)},
-        "loader": {
-            "naive": naive,
-            "cached": dict(cached, speedup=cached["frames_per_s"] / naive["frames_per_s"],
-                           speedup_float32=cached["frames_per_s_float32"] / naive["frames_per_s"],
-                           input_bound_pct=sim["input_bound_pct"], simulated=sim),
-            "padding_pct": rep["mel_padding_pct"], "text_padding_pct": rep["text_padding_pct"],
-            "filler_pct": rep["filler_pct"], "shapes": [list(s) for s in shapes],
-            "batches_per_epoch": len(sampler), "frame_budget": cfg.data.frame_budget,
-            "pad_multiple": cfg.data.pad_multiple, "max_buckets": cfg.data.max_buckets,
-            "padding_by_pad_multiple": L.padding_by_multiple(cache, cfg)},
-        "simulated_step": dict(step_info, mean_ms=mean_ms),
-        "quick": bool(args.quick),
-        "load_avg_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
-                          "cores": os.cpu_count()},
-    }
-    result["targets"] = {
-        "cached_vs_naive_ge_20x": result["loader"]["cached"]["speedup"] >= 20,
-        "input_bound_lt_1pct": sim["input_bound_pct"] < INPUT_BOUND_TARGET_PCT,
-        "padding_le_10pct": rep["mel_padding_pct"] <= PADDING_LOW_PCT}
+    cache = Cache(Path(args.data) if args.data else demo_cache(cfg))
+    result = {"config": args.config, "overrides": list(args.overrides),
+              **compare(cache, cfg, workers, args.quick, args.step_ms)}
     print_table(result)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """`myxtts bench train`: the training step in each execution mode, on the same model and the
-same batches, in one run (``observe.modes`` defines the modes and every figure).
+same batches, in one run (``observe.modes`` defines the modes and every figure, and
+``observe.modes.compare`` measures them).
 
 ``--modes`` picks modes (comma list). The JSON file is rewritten as each mode finishes, so a run
 cut short by a time limit keeps the modes it finished.
@@ -11,9 +12,8 @@ but its speed figures are not inductor's. Without ``--quick`` the real default b
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-
-import torch
 
 from myxtts.commands.common import check_output
 from myxtts.config import load
@@ -22,7 +22,6 @@ from myxtts.errors import UserError
 from myxtts.files import write_json as atomic_write_json
 from myxtts.observe import modes as M
 from myxtts.observe.format import fmt
-from myxtts.observe.measure import FixedBatches
 
 HELP = "eager fp32 vs bf16 autocast vs torch.compile vs CUDA graphs: training throughput, MFU, recompiles"
 # --quick on a CPU: a model small enough that four modes (two of them compiling) fit in minutes.
@@ -48,8 +47,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from myxtts.data.cache import Cache
-    from myxtts.train.build import resolve_plan
     from myxtts.train.precision import device_name, pick_device
 
     device = pick_device(0)
@@ -62,68 +59,19 @@ def run(args) -> int:
         raise UserError(f"--steps must be at least 1, got {args.steps}")
     steps = args.steps or ((4 if args.quick else 10) if cpu else (10 if args.quick else 30))
     check_output(args.json, "--json")
-    selected = parse_modes(args.modes)
+    selected = M.parse_modes(args.modes)
     path = Path(args.data) if args.data else demo_cache(cfg)
-    # data.frame_budget=auto is resolved once, as a training run here would resolve it, so the
-    # batches match the runs the modes build and no mode's time includes a memory search.
-    plan = resolve_plan(cfg, path)
-    sized = plan.apply(cfg)
-    batches = FixedBatches(Cache(path, expect=sized), sized, device)
-    if not len(batches):
-        raise UserError(f"{path}: no training batches")
-    settings = M.mode_settings(cfg, device)
-    backend = "aot_eager" if quick_cpu else None
-    say = print
-    say(f"myxtts bench train: {device_name(device)}, config {config}"
-        + (f" + {' '.join(overrides)}" if overrides else ""))
-    say(f"{len(batches)} batches (one per bucket shape, B x Tt x Tm): "
-        + " ".join("x".join(map(str, s)) for s in batches.shapes) + f"; {steps} timed steps per mode")
-    for note in plan.notes:
-        say(note)
-    if quick_cpu:
-        say(CPU_QUICK_NOTE)
-
-    run_precision = settings["compiled"][0]
-    results = {}
-    head = {"device": device_name(device), "device_type": device.type, "config": config,
-            "overrides": overrides, "cache": str(path), "quick": bool(args.quick), "steps": steps,
-            "compile_backend": backend or "inductor", "note": CPU_QUICK_NOTE if quick_cpu else None,
-            "frame_budget": plan.frame_budget, "shapes": [list(s) for s in batches.shapes],
-            "modes_selected": list(selected)}
-    for name in M.MODES:
-        precision, compile_mode, reason = settings[name]
-        if name not in selected:
-            reason = "not selected (--modes)"
-        if reason:
-            results[name] = M.skipped(reason, precision)
-            say(f"  {name}: skipped ({reason})")
-            continue
-        if compile_mode != "off":
-            torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
-        say(f"  {name}: precision {precision}, compile {compile_mode}"
-            + (f" ({backend or 'inductor'})" if compile_mode != "off" else "") + " ...", flush=True)
-        results[name] = M.run_mode(sized, path, batches, steps, precision, compile_mode, backend)
-        if args.json:  # what is finished survives a time limit
-            write_json(args.json, M.summarise(head, results, run_precision))
-    torch._dynamo.reset()
-
-    result = M.summarise(head, results, run_precision)
+    print(f"myxtts bench train: {device_name(device)}, config {config}"
+          + (f" + {' '.join(overrides)}" if overrides else ""))
+    about = {"config": config, "overrides": overrides, "quick": bool(args.quick),
+             "note": CPU_QUICK_NOTE if quick_cpu else None}
+    result = M.compare(cfg, path, device, steps, selected=selected, backend="aot_eager" if quick_cpu else None,
+                       about=about, say=partial(print, flush=True),
+                       save=partial(write_json, args.json) if args.json else None)
     print_table(result)
     if args.json:
         write_json(args.json, result)
     return 0
-
-
-def parse_modes(text: str | None) -> tuple[str, ...]:
-    """``--modes`` → the selected modes in the order they run; all when not given."""
-    if not text:
-        return M.MODES
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in M.MODES]
-    if bad or not names:
-        raise UserError(f"--modes {text!r}: unknown mode {', '.join(bad) or '(none given)'}; "
-                        f"choose from {','.join(M.MODES)}")
-    return tuple(m for m in M.MODES if m in names)
 
 
 def write_json(path, result: dict) -> None:
