@@ -1,5 +1,7 @@
 """Files written whole or not at all: :func:`atomic_write`, the one way MyXTTS replaces a file,
-and :func:`atomic_folder`, the one way it replaces a folder.
+and :func:`atomic_folder`, the one way it replaces a folder; :class:`Folder`, what the layouts
+of a run's and a cache's folder (:class:`~myxtts.rundir.RunDir`, :class:`~myxtts.data.cachedir.CacheDir`)
+have in common.
 
 Every file a run, a cache or an export writes (model files, plans, the run's summary, samples and
 tuned settings, the cache's recipe and embeddings, a Piper voice) is written to a temporary name
@@ -102,3 +104,19 @@ def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+class Folder:
+    """A folder whose layout a subclass names, each path a :func:`below` property."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def below(root: str, *parts: str) -> property:
+    """A path of a :class:`Folder`'s layout, ``parts`` below its folder (``root`` names the folder
+    in the docs: RUN, CACHE)."""
+    return property(lambda self: self.path.joinpath(*parts), doc=f"{root}/{'/'.join(parts)}")

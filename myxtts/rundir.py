@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 
 from myxtts.errors import UserError
-from myxtts.files import write_json
+from myxtts.files import Folder, below, write_json
 
 MODEL_FILE = "model.safetensors"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -41,11 +41,10 @@ def step_name(step: int) -> str:
 
 
 def _in_run(*parts: str) -> property:
-    """A path of the layout, below the run's folder."""
-    return property(lambda self: self.path.joinpath(*parts), doc=f"RUN/{'/'.join(parts)}")
+    return below("RUN", *parts)
 
 
-class RunDir:
+class RunDir(Folder):
     CONFIG = "config.yaml"
     PLAN = "plan.json"
     CHECKPOINTS = "checkpoints"
@@ -84,12 +83,6 @@ class RunDir:
     all_samples = _in_run(SAMPLES)
     compiling = _in_run(COMPILING)
     mels_from = _in_run(MELS_FROM)
-
-    def __init__(self, path):
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"RunDir({str(self.path)!r})"
 
     @classmethod
     def of(cls, path) -> RunDir | None:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from myxtts.files import Folder, below
+
 
 def _in_cache(*parts: str) -> property:
-    """A path of the layout, below the cache's folder."""
-    return property(lambda self: self.path.joinpath(*parts), doc=f"CACHE/{'/'.join(parts)}")
+    return below("CACHE", *parts)
 
 
-class CacheDir:
+class CacheDir(Folder):
     META = "meta.json"
     INDEX = "index.json"
     REPORT = "report.json"
@@ -39,12 +40,6 @@ class CacheDir:
     report = _in_cache(REPORT)
     shards = _in_cache(SHARDS)
     embeddings = _in_cache(EMBEDDINGS)
-
-    def __init__(self, path):
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"CacheDir({str(self.path)!r})"
 
     @staticmethod
     def shard_name(j: int) -> str:
