@@ -86,7 +86,7 @@ def run(args) -> int:
     engine, voices = build(args.checkpoint, args.vocoder, args.device, args.data, args.voices,
                            args.max_batch, args.max_requests, log=err, step=args.step)
     app = create_app(engine, voices, api_key, log=err)
-    add_page(app, engine, voices, args.voices, bool(api_key), log=err)
+    add_page(app, engine, args.voices, bool(api_key), log=err)
     extra = None
     if wyoming_uri:
         from myxtts.serve.wyoming import serve as serve_wyoming

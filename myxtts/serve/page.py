@@ -105,9 +105,9 @@ async def reference(name: str, request: Request):
     return Response(made[name], media_type=encode.CONTENT_TYPES["wav"])
 
 
-def add_page(app: FastAPI, engine, voices, voices_dir=None, key_required: bool = False, log=print) -> None:
+def add_page(app: FastAPI, engine, voices_dir=None, key_required: bool = False, log=print) -> None:
     """The page, its endpoints and uploads, on the app :func:`~myxtts.serve.openai_api.create_app`
-    made over ``engine`` and ``voices``. ``key_required``: the page asks for the API key before its
+    made over ``engine`` (the voices are the app's state). ``key_required``: the page asks for the API key before its
     first call, instead of after a 401."""
     index = (STATIC / "index.html").read_text(encoding="utf-8")
     if key_required:

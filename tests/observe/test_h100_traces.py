@@ -247,7 +247,6 @@ def test_every_stored_trace_reads_as_it_happened(path, cfg, bound, action, mfu):
     assert d.bound == bound, d.text()
     assert d.top.action.startswith(action), d.text()
     assert "cooling" not in text and "power limit and supply" not in d.headline()
-    osc = next((f for f in d.findings if f.rule == "oscillation"), None)
     # no trace recompiled after warm-up: no finding advises looking for recompiles
     assert not [f.action for f in d.findings if "recompiles" in f.action], d.text()
     if mfu is None:
