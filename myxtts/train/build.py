@@ -4,9 +4,10 @@ measures training (``profile``, ``doctor``, ``tune``, ``bench``).
 Order, fixed and applied from outside the model code: the plan (``resolve_plan``: device,
 precision, compile mode, and batch sizing for ``data.frame_budget=auto``, train/sizing.py; first,
 because measuring draws random numbers) → seed and determinism → cache → model(s) → DDP wrap →
-step (compiled as the plan says) → optimizer and schedule → batches. What comes back is a
-:class:`Run`, whose ``components`` are everything a checkpoint must hold besides the weights;
-each component owns its own state (``state_dict`` / ``load_state_dict``).
+step (compiled as the plan says) → optimizer and schedule → batches, the parts built by the
+stage's :class:`~myxtts.train.stages.StageSpec`. What comes back is a :class:`Run`, whose
+``components`` are everything a checkpoint must hold besides the weights; each component owns
+its own state (``state_dict`` / ``load_state_dict``).
 """
 from __future__ import annotations
 
@@ -17,40 +18,25 @@ from dataclasses import dataclass
 import torch
 
 from myxtts.config import Config
-from myxtts.data import embeddings
 from myxtts.data.cache import Cache
-from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
-from myxtts.models.monotonic import run_on_host
-from myxtts.models.vocoder import build_generator
-from myxtts.models.xtts import XTTS
 from myxtts.speaker_encoder import resolve_setting
-from myxtts.train import distributed as D
 from myxtts.train import sizing as S
+from myxtts.train.acoustic import host_copies
 from myxtts.train.batches import Batches
-from myxtts.train.compile import check_padding, compile_step, resolve_compile, use_cache
+from myxtts.train.compile import check_padding, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
-from myxtts.train.finetune import freeze
-from myxtts.train.optim import (
-    Horizon,
-    build_optimizer,
-    build_scheduler,
-    build_vocoder_optimizer,
-    build_vocoder_scheduler,
-)
-from myxtts.train.plan import LR_SETTING, Plan, asked_lr
-from myxtts.train.precision import Precision, device_name, pick_device, resolve, usable_cpus
-from myxtts.train.recompute import recompute_blocks
-from myxtts.train.step import Step, TrainStep
-from myxtts.train.vocoder import VocoderStep, load_teacher
-
-STAGES = ("acoustic", "vocoder")
+from myxtts.train.optim import Horizon
+from myxtts.train.plan import Plan, asked_lr
+from myxtts.train.precision import Precision, device_name, pick_device, resolve
+from myxtts.train.stages import Setup, StageSpec, stage_spec
+from myxtts.train.step import Step
 
 
 @dataclass
 class Run:
     cfg: Config
-    stage: str                     # acoustic | vocoder
+    spec: StageSpec                # what the stage builds and runs (train/stages.py)
     info: DistInfo
     device: torch.device
     precision: Precision
@@ -65,15 +51,19 @@ class Run:
     horizon: Horizon | None = None  # where the schedule ends under a time budget
 
     @property
+    def stage(self) -> str:
+        return self.spec.name
+
+    @property
     def shapes(self) -> list[tuple[int, int, int]]:
         return self.sampler.shapes()
 
     @property
     def components(self) -> dict:
         """Everything a checkpoint restores besides the weights, by the name it is saved under.
-        The optimizer and schedule of the vocoder stage live inside its step."""
+        A stage whose step holds its optimizer and schedule saves them with the step's state."""
         parts = {"step_fn": self.step_fn}
-        if self.stage == "acoustic":
+        if not self.spec.optimizer_in_step:
             parts.update(optimizer=self.optimizer, scheduler=self.scheduler)
         if self.batches is not None:
             parts["batches"] = self.batches
@@ -100,51 +90,23 @@ def build_run(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | No
     when not given). ``compile`` and ``precision`` override ``train.compile`` /
     ``train.precision`` and ``backend`` torch.compile's backend (the measuring commands compare
     modes)."""
-    if stage not in STAGES:
-        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    spec = stage_spec(stage)
     info = info or DistInfo()
     tcfg = dataclasses.replace(cfg.train, **{k: v for k, v in (("compile", compile),
                                                                ("precision", precision)) if v})
     cfg = dataclasses.replace(cfg, train=tcfg)
     plan = plan or resolve_plan(cfg, data, stage=stage, info=info)
-    cfg, device = plan.apply(cfg, stage), torch.device(plan.device)
+    cfg, device = plan.apply(cfg, spec.lr_setting), torch.device(plan.device)
     check_padding(cfg.data.pad_multiple, device, plan.compile)
+    if not spec.may_distribute and (info.enabled or int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        raise UserError(f"the {spec.name} stage runs on one process; start it without torchrun")
     seed_everything(cfg, info.rank)
     prec = resolve(plan.precision, device)
     if plan.compile != "off":
         use_cache(cfg.train.compile_cache)
-    if stage == "vocoder":
-        return _vocoder(cfg, data, info, device, prec, with_batches, plan)
-    cache = Cache(data, expect=cfg)
-    run_on_host(host_copies(cfg))
-    core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
-    if cfg.train.recompute:
-        recompute_blocks(core)
-    freeze(core, cfg.train.freeze)  # before the optimizer and the step list what they train
-    opt = build_optimizer(core, cfg.train)
-    horizon = Horizon.of(cfg.train)
-    sched = build_scheduler(opt, cfg.train, horizon)
-    step_fn = TrainStep(D.wrap(core, info, device), core, opt, sched, prec, cfg.train)
-    compile_step(step_fn, cfg.train.compile, backend)
-    batches = Batches(cache, cfg, device, info) if with_batches else None
-    sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    return Run(cfg, stage, info, device, prec, cache, core, step_fn, opt, sched, sampler, batches,
-               plan, horizon)
-
-
-def speaker_embeddings(cfg: Config, data, info: DistInfo) -> None:
-    """A ``model.speaker_embedding=ge2e`` run's cache embeddings, computed where missing by rank 0
-    while the others wait, before anything sizes or builds a run (whose loaders then read them)."""
-    if resolve_setting(cfg.model.speaker_embedding) != "ge2e":
-        return
-    if info.is_main:
-        embeddings.ensure(Cache(data, expect=cfg), workers=usable_cpus())
-    D.barrier(info)
-
-
-def host_copies(cfg: Config) -> bool:
-    """Whether the step copies to the host: the duration decoder's aligner run on the CPU."""
-    return cfg.train.aligner_on_host and cfg.model.decoder == "duration"
+    parts = spec.build(Setup(cfg=cfg, data=data, info=info, device=device, precision=prec, plan=plan,
+                             backend=backend, with_batches=with_batches))
+    return Run(cfg=cfg, spec=spec, info=info, device=device, precision=prec, plan=plan, **parts)
 
 
 def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo | None = None,
@@ -156,7 +118,7 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     says so); so is the origin of its first weights. A new fine-tuning run passes that origin
     as ``init_from`` (train/finetune.py), a new vocoder run the acoustic model whose mels it
     reads as ``mels_from`` (train/vocoder.py)."""
-    info = info or DistInfo()
+    spec, info = stage_spec(stage), info or DistInfo()
     device = pick_device(info.local_rank)
     notes: list[str] = []
     # model.speaker_embedding=auto: resolved once, before anything builds a model, and kept
@@ -168,13 +130,13 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
     if saved is not None:
         budget, max_batch, lr = saved.frame_budget, saved.max_batch_size, saved.lr
         notes.append(f"batches and learning rate as planned when this run started (data.frame_budget "
-                     f"{budget}, {LR_SETTING[stage]} {lr:.3g})")
+                     f"{budget}, {spec.lr_setting} {lr:.3g})")
     else:
         sized = cfg
-        if stage == "acoustic":  # the vocoder's batches are segments of a fixed size
+        if spec.sizes_batches:  # else its batches are segments of a fixed size (the vocoder's)
             sized, note = S.size_batches(cfg, data, device, info, sizing_probe(data, info, device))
             notes += [note] if note else []
-        budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, asked_lr(sized, stage)
+        budget, max_batch, lr = sized.data.fixed_budget, sized.data.max_batch_size, asked_lr(sized, spec.lr_setting)
     same_device = saved is not None and torch.device(saved.device).type == device.type
     if same_device:
         precision, mode = saved.precision, saved.compile
@@ -183,9 +145,9 @@ def resolve_plan(cfg: Config, data, *, stage: str = "acoustic", info: DistInfo |
             notes.append(f"planned on {saved.device}, resumed on {device}: precision and compile "
                          "resolved again")
         precision = resolve(cfg.train.precision, device).name
-        # The vocoder stage's step runs eagerly whatever train.compile says; its plan says so.
+        # A stage that never compiles steps eagerly whatever train.compile says; its plan says so.
         mode, note = resolve_compile(cfg.train.compile, device, info.enabled, host_copies(cfg)) \
-            if stage == "acoustic" else ("off", "")
+            if spec.may_compile else ("off", "")
         notes += [note] if note else []
     return Plan(device=str(device), device_name=device_name(device), precision=precision,
                 compile=mode, frame_budget=budget, max_batch_size=max_batch, lr=lr,
@@ -199,32 +161,3 @@ def sizing_probe(data, info: DistInfo, device: torch.device):
     module builds once per candidate (eager, no batches), handed to the sizing as a builder."""
     return S.gpu_probe(lambda cfg: build_run(cfg, data, info=DistInfo(info.rank, 1, info.local_rank),
                                              compile="off", with_batches=False), device)
-
-
-def _vocoder(cfg, data, info, device, prec, with_batches, plan) -> Run:
-    if info.enabled or int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise UserError("the vocoder stage runs on one process; start it without torchrun")
-    if cfg.train.freeze:
-        raise UserError("train.freeze names parts of the acoustic model; the vocoder stage trains "
-                        "every weight of its generator: leave it empty")
-    # Asked first, so that a cache without waveforms gets this message rather than a settings
-    # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
-    if not cfg.data.on_the_fly and not Cache(data).has_wav:
-        raise UserError(f"{data}: the cache holds no waveforms (prepared with data.store_wav="
-                        "false); the vocoder trains on them: prepare it again with "
-                        "data.store_wav=true, or train with data.on_the_fly=true")
-    cache = Cache(data, expect=cfg)
-    gen = build_generator(cfg).to(device)
-    teacher = load_teacher(plan.mels_from, data, device) if plan.mels_from else None
-    if teacher is not None:
-        run_on_host(cfg.train.aligner_on_host)  # its aligner, as the acoustic stage would run it
-    # a teacher conditioned on speaker embeddings reads them from the batch, like in training
-    voice = teacher is not None and teacher.speaker_proj is not None
-    batches = Batches(cache, cfg, device, info, with_wav=True, with_voice=voice) if with_batches else None
-    sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
-    opt = build_vocoder_optimizer(gen, cfg)
-    horizon = Horizon.of(cfg.train)
-    sched = build_vocoder_scheduler(opt, cfg, len(sampler), horizon)
-    step_fn = VocoderStep(cfg, gen, opt, sched, prec, teacher)
-    return Run(cfg, "vocoder", info, device, prec, cache, gen, step_fn, opt, sched, sampler,
-               batches, plan, horizon)

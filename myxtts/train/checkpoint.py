@@ -23,6 +23,7 @@ from myxtts.errors import UserError
 from myxtts.files import atomic_folder, atomic_write
 from myxtts.models.checkpoint import describe, load_weights, read_metadata, save_model
 from myxtts.rundir import RunDir
+from myxtts.train.stages import stage_spec
 
 
 def checkpoint_dirs(run: Path) -> list[Path]:
@@ -98,7 +99,7 @@ def restore(path: Path, model, components: dict, cfg, rank: int = 0) -> None:
     components this run has, and its model settings must match the run's; a difference is a
     clear error naming it rather than a wrong resume."""
     meta = read_metadata(path / RunDir.MODEL)
-    section = "vocoder" if meta["kind"] == "vocoder" else "model"
+    section = stage_spec(meta["kind"]).weights_section
     if meta.get("config"):
         saved = describe(path / RunDir.MODEL)[0].to_dict()  # as its format version meant it
         old = saved.get(section, {})

@@ -38,7 +38,7 @@ from myxtts.errors import UserError
 from myxtts.files import atomic_write
 from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
-from myxtts.train.symbolic import aten_convolutions, keep_shapes_symbolic, lookup
+from myxtts.train.symbolic import keep_shapes_symbolic, lookup
 
 # torch.compile's mode for each whole-step setting.
 COMPILE_MODES = {"default": None, "cudagraphs": "reduce-overhead"}
@@ -100,10 +100,7 @@ def compile_step(step, mode: str, backend: str | None = None) -> list[str]:
     if mode == "cudagraphs" and not count_recordings():
         step.compile_notes.append(f"torch {torch.__version__} has no dynamo compile callbacks: CUDA "
                                   "graph recordings are not counted")
-    kw = {"backend": backend} if backend else {}
-    step.loss_fn = torch.compile(step.forward_loss, mode=COMPILE_MODES[mode], dynamic=True, **kw)
-    if device.type == "cpu":
-        step.loss_fn = aten_convolutions(step.loss_fn)
+    step.compile(COMPILE_MODES[mode], backend)
     return step.compile_notes
 
 

@@ -73,8 +73,7 @@ class CompileBeside:
         (self.folder / RESULT).unlink(missing_ok=True)
         run.cfg.save(self.folder / RunDir.CONFIG)
         run.plan.save(self.folder)
-        step = run.step_fn
-        self.compiled_fn, step.loss_fn = step.loss_fn, step.forward_loss  # eager until the switch
+        run.step_fn.use_compiled(False)  # eager until the switch
         with open(self.folder / LOG, "wb") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "myxtts.train.compile_beside", str(self.folder),
@@ -97,7 +96,7 @@ class CompileBeside:
             self.log.say(f"the compiler process failed ({result['error']}); compiling here")
         tally = CompileTally()
         loaded = load_artifacts(self.compiled_bin)
-        self.run.step_fn.loss_fn = self.compiled_fn
+        self.run.step_fn.use_compiled(True)
         compile_shapes(self.run)
         did = tally.read()
         result.update(switch_cache_hits=did["compile_cache_hits"],

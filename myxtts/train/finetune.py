@@ -51,7 +51,6 @@ from myxtts.models.checkpoint import describe, trained_voices
 from myxtts.rundir import RunDir, choose_weights
 from myxtts.text import PAD_ID, nearest_known
 
-SECTION = {"acoustic": "model", "vocoder": "vocoder"}  # the settings a stage's weights follow
 # Settings that may differ from SRC's: they shape no weight and leave what one computes alone
 # (training-only dropouts and loss terms, inference limits, the optimizer's rate).
 FREE = {"model": {"dropout", "ref_dropout", "prenet_dropout", "stop_pos_weight",
@@ -119,7 +118,7 @@ def configure(cfg: Config, trained: Config, where, overrides: list[str], stage: 
     file's, and the command line's settings of that section on top; and a line naming the
     config-file values replaced ("" if none). A command-line setting outside ``FREE`` that
     differs from the trained one is an error naming it."""
-    section = SECTION[stage]
+    section = _spec(stage).weights_section
     new = with_settings(cfg, trained, (section,), overrides)
     theirs, now, asked = (getattr(c, section) for c in (trained, new, cfg))
     for f in dataclasses.fields(theirs):
@@ -157,7 +156,7 @@ def check_data(src: Source, data, stage: str, grows: bool = False) -> None:
         if f.name not in AUDIO_FREE and have != want:
             raise UserError(f"{data} was prepared with audio.{f.name}={have}, but {src.path} "
                             f"was trained with audio.{f.name}={want}; {fix}")
-    if stage != "acoustic":
+    if not _spec(stage).reads_text:
         return
     have, want = cache.text_cfg.mode, src.cfg.text.mode
     if have != want:
@@ -249,3 +248,10 @@ def freeze(model: torch.nn.Module, names: str) -> None:
         model.get_submodule(name).requires_grad_(False)
     if parts and not any(p.requires_grad for p in model.parameters()):
         raise UserError(f"train.freeze={names}: every weight would be frozen, nothing left to train")
+
+
+def _spec(stage: str):
+    """The stage's spec: imported here, as the stages' builders use this module."""
+    from myxtts.train.stages import stage_spec
+
+    return stage_spec(stage)

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 
 import torch
 
-from myxtts.config import MIN_FRAME_BUDGET, MIN_SEGMENT_FRAMES
 from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import collectives, memory
 from myxtts.train import distributed as D
 from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
-from myxtts.train.finetune import voices_heard
+from myxtts.train.stages import stage_spec
 from myxtts.train.timers import StepTimer
 from myxtts.train.watchdog import Watch
 
@@ -54,16 +53,7 @@ class StopRequested:
 
 def oom_error(run: Run) -> UserError:
     """What to change after running out of GPU memory, in the stage's own settings."""
-    cfg = run.cfg
-    if run.stage == "vocoder":
-        seg = cfg.vocoder.segment_frames
-        return UserError(f"out of GPU memory with vocoder.segment_frames={seg}; try "
-                         f"vocoder.segment_frames={max(MIN_SEGMENT_FRAMES, seg // 2)} or a smaller "
-                         "data.max_batch_size")
-    fb = cfg.data.frame_budget
-    return UserError(f"out of GPU memory at data.frame_budget={fb}; try data.frame_budget="
-                     f"{max(MIN_FRAME_BUDGET, fb // 2)} (or train.grad_accum=2 to keep the batch size), or let "
-                     "`myxtts tune` find the largest budget that fits")
+    return stage_spec(run.stage).out_of_memory(run.cfg)
 
 
 @dataclass
@@ -137,8 +127,7 @@ class Loop:
         if run.info.is_main:
             path = ckpt.save(out, self.state.step, run.model, run.cfg, run.cache.vocab.symbols,
                              ckpt.gather_state(self.components(), rng), run.cfg.train.keep_last,
-                             kind=run.stage, plan=run.plan,
-                             speakers=voices_heard(run.plan.init_from, run.cache) if run.stage == "acoustic" else None)
+                             kind=run.stage, plan=run.plan, speakers=run.spec.voices(run))
             if self.state.save_best:
                 ckpt.save_best(out, path)
         self.state.save_best = False
@@ -170,8 +159,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
     """Train from the loop's step to ``train.max_steps``, or until a stop; returns the summary.
     ``after_step(step, ending)`` runs after each step (validation, samples); ``ending``: the
     run's time budget ends it after this step."""
-    run, cfg, timer = loop.run, loop.run.cfg.train, loop.timer
-    info = run.info
+    run, cfg, info = loop.run, loop.run.cfg.train, loop.run.info
     stopper = StopRequested()
     stopped = None
     t_start = time.perf_counter()
@@ -185,18 +173,7 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
             loop.step_once()
             step = loop.state.step
             last = step == cfg.max_steps
-            if step % cfg.log_every == 0 or last:
-                window = run.step_fn.read_window(lambda t: D.all_reduce_mean(t, info))
-                check_finite(window["skipped_in_a_row"], step, run)
-                timing = collectives.gathered(timer.window(), info, run.device)
-                log.metrics(step, window, timing, run.step_fn.lr, loop.recompiles)
-            elif step % cfg.max_nonfinite == 0:
-                # Gradients are all-reduced, so every rank holds the same count: no collective.
-                # Read without a host sync: checked a step or two later, once it has arrived.
-                run.step_fn.request_skipped_run()
-            in_a_row = run.step_fn.skipped_run_if_ready()
-            if in_a_row is not None:
-                check_finite(in_a_row, step, run)
+            _log_and_check(loop, log, step, last)
             elapsed = time.perf_counter() - t_start
             out_of_time = bool(cfg.time_budget_s) and elapsed > cfg.time_budget_s
             if run.horizon is not None and step % check_every == 0:
@@ -221,7 +198,32 @@ def fit(loop: Loop, out, log, after_step=None) -> dict:
         raise oom_error(run) from None
     finally:
         stopper.restore()
-    summary = collectives.gathered(timer.summary(), info, run.device)
+    return _summary(loop, stopped, t_start)
+
+
+def _log_and_check(loop: Loop, log, step: int, last: bool) -> None:
+    """After a step: on logging steps read the window (one host sync), check that it is finite
+    and log it; on the others, every ``train.max_nonfinite`` steps, ask for the skipped-in-a-row
+    counter without a sync, and check it once it has arrived."""
+    run, cfg, info = loop.run, loop.run.cfg.train, loop.run.info
+    if step % cfg.log_every == 0 or last:
+        window = run.step_fn.read_window(lambda t: D.all_reduce_mean(t, info))
+        check_finite(window["skipped_in_a_row"], step, run)
+        timing = collectives.gathered(loop.timer.window(), info, run.device)
+        log.metrics(step, window, timing, run.step_fn.lr, loop.recompiles)
+    elif step % cfg.max_nonfinite == 0:
+        # Gradients are all-reduced, so every rank holds the same count: no collective.
+        # Read without a host sync: checked a step or two later, once it has arrived.
+        run.step_fn.request_skipped_run()
+    in_a_row = run.step_fn.skipped_run_if_ready()
+    if in_a_row is not None:
+        check_finite(in_a_row, step, run)
+
+
+def _summary(loop: Loop, stopped: str | None, t_start: float) -> dict:
+    """The run summary: the timer's figures (every rank's, gathered), memory, and how it ended."""
+    run = loop.run
+    summary = collectives.gathered(loop.timer.summary(), run.info, run.device)
     mem = memory.read_memory(run.device)
     if mem is not None:
         summary["memory"] = mem.as_dict()

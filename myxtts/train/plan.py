@@ -23,18 +23,23 @@ from myxtts.config import Config
 from myxtts.errors import UserError
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
+from myxtts.train.finetune import describe_origin
 
 FILE = RunDir.PLAN  # RUN/plan.json: the run's plan
 CHECKPOINT_FILE = RunDir.RESUME  # a checkpoint's copy: the plan a resume from it continues
 
 
-# the setting each stage's learning rate comes from: what a plan's ``lr`` resolves
-LR_SETTING = {"acoustic": "train.lr", "vocoder": "vocoder.lr"}
-
-
-def asked_lr(cfg: Config, stage: str = "acoustic") -> float:
-    section, name = LR_SETTING[stage].split(".")
+def asked_lr(cfg: Config, setting: str = "train.lr") -> float:
+    """The learning rate as asked, in the stage's own ``setting`` (``StageSpec.lr_setting``)."""
+    section, name = setting.split(".")
     return getattr(getattr(cfg, section), name)
+
+
+def asked_settings(cfg: Config, lr_setting: str = "train.lr") -> dict:
+    """The settings a plan resolves, as the user gave them."""
+    return {"precision": cfg.train.precision, "compile": cfg.train.compile,
+            "frame_budget": cfg.data.frame_budget, "max_batch_size": cfg.data.max_batch_size,
+            "lr": asked_lr(cfg, lr_setting)}
 
 
 @dataclass(frozen=True)
@@ -45,16 +50,16 @@ class Plan:
     compile: str           # off | default | cudagraphs | regional
     frame_budget: int      # mel frames per batch
     max_batch_size: int    # rows per batch at most (grows with an ``auto`` budget)
-    lr: float              # peak learning rate (scaled with an ``auto`` budget): LR_SETTING's
+    lr: float              # peak learning rate (scaled with an ``auto`` budget): the stage's lr_setting
     world_size: int
     notes: tuple[str, ...] = ()  # how each ``auto`` setting was resolved, for the run header
     init_from: dict | None = None  # {path, step, sha256} of the weights it started from; None: untrained
     speaker_embedding: str | None = None  # model.speaker_embedding resolved; None: as asked (older plans)
     mels_from: dict | None = None  # {path, step, sha256, kept} of the acoustic model a vocoder reads the mels of
 
-    def apply(self, cfg: Config, stage: str = "acoustic") -> Config:
+    def apply(self, cfg: Config, lr_setting: str = "train.lr") -> Config:
         """``cfg`` with the resolved values in place of what was asked: what the run trains with
-        (the learning rate in the stage's own setting, ``LR_SETTING``)."""
+        (the learning rate in the stage's own setting, ``StageSpec.lr_setting``)."""
         data = dataclasses.replace(cfg.data, frame_budget=self.frame_budget,
                                    max_batch_size=self.max_batch_size)
         train = dataclasses.replace(cfg.train, precision=self.precision, compile=self.compile)
@@ -62,7 +67,7 @@ class Plan:
         if self.speaker_embedding is not None:
             model = dataclasses.replace(cfg.model, speaker_embedding=self.speaker_embedding)
             cfg = dataclasses.replace(cfg, model=model)
-        section, name = LR_SETTING[stage].split(".")
+        section, name = lr_setting.split(".")
         return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section),
                                                                          **{name: self.lr})})
 
@@ -97,3 +102,20 @@ class Plan:
                             unknown and f"unknown {', '.join(unknown)}") if p)
                 + "; it was written by another version: start a new --out")
         return cls(**{**d, "notes": tuple(d.get("notes", ()))})
+
+
+def plan_lines(asked: Config, plan: Plan) -> dict:
+    """The run header's settings: each as asked, and what it resolved to where that differs."""
+    def both(a, b) -> str:
+        return f"{a}" if a == b else f"{a} -> {b}"
+
+    a = asked_settings(asked)
+    lines = {"device": f"{plan.device} ({plan.device_name})",
+             "precision": both(a["precision"], plan.precision),
+             "compile": both(a["compile"], plan.compile),
+             "frame budget": both(a["frame_budget"], plan.frame_budget),
+             "lr": both(f"{a['lr']:.3g}", f"{plan.lr:.3g}"),
+             "world size": plan.world_size}
+    if plan.init_from:
+        lines["init from"] = describe_origin(plan.init_from)
+    return lines

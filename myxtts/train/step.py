@@ -1,7 +1,8 @@
 """The training step: forward, losses, backward, clipping, optimizer and schedule.
 
-Forward and loss are one function, ``forward_loss``, which the builder compiles from outside
-(``train.compile.compile_step``; AOTAutograd turns it into a compiled forward and backward).
+Forward and loss are one function, ``forward_loss``; the step keeps it eager and, once
+``train.compile.compile_step`` has it compiled (``TrainStep.compile``; AOTAutograd turns it into a
+compiled forward and backward), compiled, and steps with the one ``use_compiled`` chose.
 Clipping runs as foreach kernels and the update as one fused AdamW kernel per parameter group.
 
 Nothing here reads a value back to the host. Losses are summed into device tensors and read only
@@ -22,6 +23,7 @@ import torch
 
 from myxtts.config import TrainConfig
 from myxtts.train.precision import Precision
+from myxtts.train.symbolic import aten_convolutions
 
 
 @runtime_checkable
@@ -142,12 +144,32 @@ class TrainStep(StepCounters):
         # Objects with phase(name), told where forward, backward (with clipping) and optimizer
         # (with the schedule) start: measurement from outside (train.timers, profile ranges).
         self.hooks: list = []
-        self.loss_fn = self.forward_loss
+        self._compiled = None  # forward_loss compiled (compile): None until then
+        self.compiled = False  # whether the steps run the compiled forward_loss (use_compiled)
 
     def forward_loss(self, batch: dict) -> dict:
         with self.precision.autocast():
             out = self.model(batch)
         return self.core.losses(batch, {k: v.float() for k, v in out.items()})
+
+    def loss_fn(self, batch: dict) -> dict:
+        """Forward and loss of one batch, compiled or eager as ``use_compiled`` last chose."""
+        return (self._compiled if self.compiled else self.forward_loss)(batch)
+
+    def compile(self, mode: str | None, backend: str | None = None) -> None:
+        """Compile forward and loss as one function, with the batch size and lengths as symbols
+        (torch.compile's ``mode`` and ``backend``; inductor when None), and step with it."""
+        fn = torch.compile(self.forward_loss, mode=mode, dynamic=True,
+                           **({"backend": backend} if backend else {}))
+        self._compiled = aten_convolutions(fn) if self.precision.device.type == "cpu" else fn
+        self.use_compiled(True)
+
+    def use_compiled(self, on: bool) -> None:
+        """Step with the compiled forward and loss, or the eager one: a run whose step compiles in
+        a second process steps eagerly until that is done (train/compile_beside.py)."""
+        if on and self._compiled is None:
+            raise RuntimeError("the step has not been compiled (TrainStep.compile)")
+        self.compiled = on
 
     def compile_shape(self, batch: dict) -> None:
         """Forward, loss and backward of one batch, gradients dropped: compiles (or loads from

@@ -13,17 +13,17 @@ from pathlib import Path
 import torch
 
 from myxtts.config import Config
-from myxtts.models.xtts import count_parameters
 from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import compile_beside, finetune, watchdog
 from myxtts.train import distributed as D
-from myxtts.train.build import Run, build_run, resolve_plan, speaker_embeddings
+from myxtts.train.build import Run, build_run, resolve_plan
 from myxtts.train.compile import CompileTally, compile_shapes, cudagraph_counts, load_artifacts, save_artifacts
 from myxtts.train.log import TrainLog
 from myxtts.train.loop import Loop, fit
-from myxtts.train.plan import Plan, asked_lr
+from myxtts.train.plan import Plan, asked_settings
 from myxtts.train.precision import device_name, usable_cpus
+from myxtts.train.stages import stage_spec
 from myxtts.train.vocoder import keep_teacher
 
 
@@ -39,16 +39,16 @@ def train(cfg: Config, data: str | Path, out: str | Path, progress: bool = True,
     from (``cfg`` already configured for them, ``finetune.configure``); ignored when the run
     resumes. ``mels_from``: the acoustic model a new vocoder run reads the mels of
     (train/vocoder.py); a resume reads the one its plan names. Both stages run this one flow;
-    what differs is in :func:`_header` and :func:`_after_step` (validation, samples and
-    evaluation are the acoustic model's)."""
+    what differs is asked of the stage's spec (train/stages.py): its header, and what runs
+    after each step (validation, samples and evaluation are the acoustic model's)."""
     out = Path(out)
-    # the vocoder stage refuses several processes (build.py) before any process group exists
-    info = D.setup(RunDir(out).nccl_trace) if stage == "acoustic" else D.DistInfo()
+    spec = stage_spec(stage)
+    # a stage on one process refuses several (build.py) before any process group exists
+    info = D.setup(RunDir(out).nccl_trace) if spec.may_distribute else D.DistInfo()
     try:
         last = ckpt.resume_point(out, stage)
         init = init if last is None else None
-        if stage == "acoustic":
-            speaker_embeddings(cfg, data, info)
+        spec.prepare(cfg, data, info)
         plan = resolve_plan(cfg, data, stage=stage, info=info, saved=Plan.load(last) if last else None,
                             init_from=init.record() if init else None,
                             mels_from=mels_from.record() if mels_from else None)
@@ -99,7 +99,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
         return log.already_done(loop.state.step)
     if info.is_main:  # said, so eval and serve find it without guessing (a resume may move it)
         RunDir(out).record_cache(run.cache.path)
-    for line in _header(asked, run):
+    for line in run.spec.header(asked, run):
         log.say(line)
     log.run_built(run)
     for note in run.step_fn.compile_notes:
@@ -110,7 +110,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     else:
         compiled = _compile_up_front(run, log, out)
     try:
-        summary = fit(loop, out, log, _after_step(run, loop, log, evaluate, beside))
+        summary = fit(loop, out, log, run.spec.after_step(run, loop, log, evaluate, beside))
     finally:
         if beside is not None:
             compiled = beside.finish(loop.state.step)
@@ -118,7 +118,7 @@ def _train(asked: Config, run: Run, loop: Loop, last, out: Path, log, evaluate=N
     summary.update(compiled)
     if run.device.type == "cuda" and run.step_fn.compile_mode == "cudagraphs":
         summary.update(cudagraph_counts())
-    summary.update(run.plan.to_dict(), asked=asked_settings(asked, run.stage))  # as resolved, and as asked
+    summary.update(run.plan.to_dict(), asked=asked_settings(asked, run.spec.lr_setting))  # as resolved, and as asked
     summary["software"] = software()
     if info.enabled:
         summary["params_identical_across_ranks"] = _params_agree(run)
@@ -135,82 +135,6 @@ def software() -> dict:
     triton = importlib.util.find_spec("triton") and __import__("triton").__version__
     return {"host_cpu": device_name(torch.device("cpu")), "cpu_count": usable_cpus(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "triton": triton or None, "python": platform.python_version()}
-
-
-def _header(asked: Config, run: Run) -> list[str]:
-    """The run header: the model, the plan (with how each ``auto`` resolved) and the data."""
-    cfg = run.cfg
-    if run.stage == "vocoder":
-        seg = cfg.vocoder.segment_frames
-        return [f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {run.plan.device} "
-                f"({run.plan.device_name}) | precision {run.precision.name}"
-                + (f" | init from {finetune.describe_origin(run.plan.init_from)}" if run.plan.init_from else "")
-                + (f" | mels from {finetune.describe_origin(run.plan.mels_from)}" if run.plan.mels_from else
-                   " | mels from the recordings"),
-                *run.plan.notes,
-                f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
-                f"of {seg} frames ({seg * cfg.audio.hop_length} samples) | {len(run.shapes)} batch shapes"]
-    frozen = count_parameters(run.model, trainable_only=False) - count_parameters(run.model)
-    return [f"model: {count_parameters(run.model) / 1e6:.2f} M parameters"
-            + (f" (+{frozen / 1e6:.2f} M frozen: {cfg.train.freeze})" if frozen else "") + " | "
-            + " | ".join(f"{k} {v}" for k, v in plan_lines(asked, run.plan).items()),
-            *run.plan.notes,
-            f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | "
-            f"{len(run.shapes)} batch shapes, padding {run.batches.padding_pct:.1f}%"]
-
-
-def _after_step(run: Run, loop: Loop, log, evaluate=None, beside=None):
-    """What runs after each acoustic step: the switch to the compiled step once ``beside`` (a
-    ``CompileBeside``) has it, validation (and the best weights), samples and the periodic
-    evaluation, each on its schedule; None for the vocoder."""
-    if run.stage == "vocoder":
-        return None
-    cfg, info = run.cfg, run.info
-
-    def after_step(step: int, ending: bool = False) -> None:
-        if beside is not None and beside.poll(step):
-            loop.timer.restart()  # the switch's time is not a step's
-        if step % cfg.train.val_every == 0 or step == cfg.train.max_steps or ending:
-            loop.watch.phase("validation", step)
-            vals = validate(run)
-            if vals is not None:
-                log.scalars(step, vals)
-                val = vals["val_loss"]
-                if val < loop.state.best_val:
-                    loop.state.best_val = val
-                    loop.state.save_best = True
-        if info.is_main and step % cfg.train.sample_every == 0:
-            loop.watch.phase("samples", step)
-            log.sample(step, run.model, run.cache, cfg)
-        if evaluate is not None and info.is_main and cfg.train.eval_every and step % cfg.train.eval_every == 0:
-            loop.watch.phase("evaluation", step)
-            log.evaluation(step, evaluate(step, run.model, run.cache))
-            loop.timer.restart()  # evaluation time is not step time
-    return after_step
-
-
-def asked_settings(cfg: Config, stage: str = "acoustic") -> dict:
-    """The settings a plan resolves, as the user gave them."""
-    return {"precision": cfg.train.precision, "compile": cfg.train.compile,
-            "frame_budget": cfg.data.frame_budget, "max_batch_size": cfg.data.max_batch_size,
-            "lr": asked_lr(cfg, stage)}
-
-
-def plan_lines(asked: Config, plan: Plan) -> dict:
-    """The run header's settings: each as asked, and what it resolved to where that differs."""
-    def both(a, b) -> str:
-        return f"{a}" if a == b else f"{a} -> {b}"
-
-    a = asked_settings(asked)
-    lines = {"device": f"{plan.device} ({plan.device_name})",
-             "precision": both(a["precision"], plan.precision),
-             "compile": both(a["compile"], plan.compile),
-             "frame budget": both(a["frame_budget"], plan.frame_budget),
-             "lr": both(f"{a['lr']:.3g}", f"{plan.lr:.3g}"),
-             "world size": plan.world_size}
-    if plan.init_from:
-        lines["init from"] = finetune.describe_origin(plan.init_from)
-    return lines
 
 
 def _compile_up_front(run: Run, log, out: Path) -> dict:
@@ -254,26 +178,3 @@ def _params_agree(run: Run) -> bool:
     gathered = [torch.empty_like(vec) for _ in range(run.info.world_size)]
     torch.distributed.all_gather(gathered, vec)
     return all(torch.equal(gathered[0], g) for g in gathered[1:])
-
-
-@torch.no_grad()
-def validate(run: Run) -> dict[str, float] | None:
-    """Mean validation loss over the held-out split (all ranks, averaged), by the step's own
-    forward and loss (eager: the held-out batches' shapes are not the compiled ones):
-    ``val_loss`` and each of its terms as ``val_TERM``."""
-    core, device = run.model, run.precision.device
-    totals: dict[str, torch.Tensor] = {}
-    n = 0
-    core.eval()
-    # Prenet dropout stays on in eval; forking the RNG keeps validation from shifting the
-    # training run's random stream (exact resume depends on it).
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        for b in run.batches.validation():
-            for k, v in run.step_fn.forward_loss(b.tensors).items():
-                v = v.detach()
-                totals[k] = v if k not in totals else totals[k] + v
-            n += 1
-    core.train()
-    if not n:
-        return None
-    return {f"val_{k}": float(D.all_reduce_mean(v / n, run.info).item()) for k, v in sorted(totals.items())}

@@ -29,22 +29,33 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from myxtts.audio import MelSpectrogram
-from myxtts.config import Config
+from myxtts.config import MIN_SEGMENT_FRAMES, Config
+from myxtts.data.cache import Cache
 from myxtts.data.features import MEL_PAD
 from myxtts.data.format import sha256
+from myxtts.data.sampler import make_sampler
 from myxtts.errors import UserError
 from myxtts.files import atomic_write
 from myxtts.models.checkpoint import load_model
-from myxtts.models.vocoder import random_segments, reconstruction_loss
+from myxtts.models.monotonic import run_on_host
+from myxtts.models.vocoder import build_generator, random_segments, reconstruction_loss
+from myxtts.models.xtts import count_parameters
 from myxtts.rundir import RunDir
 from myxtts.train import finetune
+from myxtts.train.batches import Batches
+from myxtts.train.optim import Horizon, build_vocoder_optimizer, build_vocoder_scheduler
 from myxtts.train.plan import Plan
 from myxtts.train.step import StepCounters
+
+if TYPE_CHECKING:
+    from myxtts.train.build import Run
+    from myxtts.train.stages import Setup
 
 
 def find_teacher(path, data) -> finetune.Source:
@@ -85,6 +96,56 @@ def keep_teacher(plan: Plan, out) -> Plan:
         raise UserError(f"{plan.mels_from['path']}: changed while the vocoder run started (is its "
                         "acoustic run still training?); run the command again")
     return dataclasses.replace(plan, mels_from={**plan.mels_from, "kept": str(copy)})
+
+
+def build(s: Setup) -> dict:
+    """The generator, its teacher (``mels_from``) and its step, which holds the optimizer and
+    schedule; the batches: whole utterances with their waveforms, cropped by the step."""
+    cfg, data, device = s.cfg, s.data, s.device
+    if cfg.train.freeze:
+        raise UserError("train.freeze names parts of the acoustic model; the vocoder stage trains "
+                        "every weight of its generator: leave it empty")
+    # Asked first, so that a cache without waveforms gets this message rather than a settings
+    # mismatch on data.store_wav (on-the-fly mode decodes the source audio instead).
+    if not cfg.data.on_the_fly and not Cache(data).has_wav:
+        raise UserError(f"{data}: the cache holds no waveforms (prepared with data.store_wav="
+                        "false); the vocoder trains on them: prepare it again with "
+                        "data.store_wav=true, or train with data.on_the_fly=true")
+    cache = Cache(data, expect=cfg)
+    gen = build_generator(cfg).to(device)
+    teacher = load_teacher(s.plan.mels_from, data, device) if s.plan.mels_from else None
+    if teacher is not None:
+        run_on_host(cfg.train.aligner_on_host)  # its aligner, as the acoustic stage would run it
+    # a teacher conditioned on speaker embeddings reads them from the batch, like in training
+    voice = teacher is not None and teacher.speaker_proj is not None
+    batches = Batches(cache, cfg, device, s.info, with_wav=True, with_voice=voice) if s.with_batches else None
+    sampler = batches.sampler if batches else make_sampler(cache, cfg, "train")
+    opt = build_vocoder_optimizer(gen, cfg)
+    horizon = Horizon.of(cfg.train)
+    sched = build_vocoder_scheduler(opt, cfg, len(sampler), horizon)
+    step_fn = VocoderStep(cfg, gen, opt, sched, s.precision, teacher)
+    return dict(cache=cache, model=gen, step_fn=step_fn, optimizer=opt, scheduler=sched,
+                sampler=sampler, batches=batches, horizon=horizon)
+
+
+def header(asked: Config, run: Run) -> list[str]:
+    """The run header: the generator, the plan, where its mels come from, the segments."""
+    seg, plan = run.cfg.vocoder.segment_frames, run.plan
+    return [f"vocoder: {count_parameters(run.model) / 1e6:.2f} M parameters | device {plan.device} "
+            f"({plan.device_name}) | precision {run.precision.name}"
+            + (f" | init from {finetune.describe_origin(plan.init_from)}" if plan.init_from else "")
+            + (f" | mels from {finetune.describe_origin(plan.mels_from)}" if plan.mels_from else
+               " | mels from the recordings"),
+            *plan.notes,
+            f"data: {len(run.cache)} utterances, {run.cache.seconds() / 3600:.2f} h | segments "
+            f"of {seg} frames ({seg * run.cfg.audio.hop_length} samples) | {len(run.shapes)} batch shapes"]
+
+
+def out_of_memory(cfg: Config) -> UserError:
+    seg = cfg.vocoder.segment_frames
+    return UserError(f"out of GPU memory with vocoder.segment_frames={seg}; try "
+                     f"vocoder.segment_frames={max(MIN_SEGMENT_FRAMES, seg // 2)} or a smaller "
+                     "data.max_batch_size")
 
 
 class VocoderStep(StepCounters):

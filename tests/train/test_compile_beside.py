@@ -57,12 +57,13 @@ def test_the_run_steps_eagerly_while_the_step_compiles_then_compiled(lj_cache, t
     eager = Loop(build_run(load("tiny", STILL), lj_cache))
     loop, said = Loop(run), Said()
     beside = B.CompileBeside(run, tmp_path, said)
+    assert not run.step_fn.compiled  # compiled at build, eager until the switch
     assert _losses(loop, 2) == _losses(eager, 2)
     assert beside.proc.wait(timeout=900) == 0, (tmp_path / B.FOLDER / B.LOG).read_text()[-2000:]
     assert len(run.shapes) == 2 and min(b for b, _, _ in run.shapes) > 1
     graphs = compiled_graphs()
     assert beside.poll(2) and not beside.poll(3)  # one switch
-    assert run.step_fn.loss_fn is beside.compiled_fn and compiled_graphs() == graphs + 1
+    assert run.step_fn.compiled and compiled_graphs() == graphs + 1
     after = _losses(loop, 4)
     assert compiled_graphs() == graphs + 1  # one graph for both shapes, compiled at the switch
     torch.testing.assert_close(after, _losses(eager, 4), rtol=1e-4, atol=0)
