@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 from myxtts.errors import UserError
@@ -40,8 +41,7 @@ def step_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
-def _in_run(*parts: str) -> property:
-    return below("RUN", *parts)
+_in_run = partial(below, "RUN")  # a path of the layout, below the folder
 
 
 class RunDir(Folder):

@@ -16,13 +16,12 @@ What the files hold is :mod:`myxtts.data.format`'s; everything that reads or wri
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from myxtts.files import Folder, below
 
-
-def _in_cache(*parts: str) -> property:
-    return below("CACHE", *parts)
+_in_cache = partial(below, "CACHE")  # a path of the layout, below the folder
 
 
 class CacheDir(Folder):
