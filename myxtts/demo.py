@@ -3,7 +3,8 @@
 prepare → train briefly (the tiny preset on a CPU, the small preset on a GPU; both the duration
 decoder on phonemes) → with ``vocoder_minutes``, train the run's vocoder too → synthesize in a
 voice cloned from a held-out clip, timing each stage. Everything lands in one output folder:
-the cache, the run, the wav and the timings.
+the cache, the run, the wav and the timings. There is a demo corpus per language in ``DEMOS``
+(English, the default, and Persian).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 
 from myxtts.config import load
 from myxtts.data.prepare import DEMO_CORPUS, prepare
+from myxtts.errors import UserError
 from myxtts.files import write_json
 from myxtts.rundir import RunDir
 from myxtts.text import phonemes_missing
@@ -26,10 +28,35 @@ if TYPE_CHECKING:
     from myxtts.infer import Synthesis
 
 DEFAULT_MINUTES = 3.0
-SENTENCE = "Thank you for trying this demo, the next batch is already on its way."
 TIMINGS = "demo_timings.json"  # beside the run and the cache: where the demo's time went
 VOCODER_MAX_STEPS = 1_000_000  # the vocoder demo ends on its time budget, not on a step count
-VOICE_SPEAKER = "spk5-"  # the held-out clips of this speaker give the cloned voice
+
+
+@dataclass(frozen=True)
+class DemoCorpus:
+    """A bundled corpus and what the demo says with it."""
+
+    path: Path
+    sentence: str  # synthesized at the end: in none of the corpus's recordings
+    voice: str  # id prefix of the speaker whose held-out clips give the cloned voice
+    settings: tuple[str, ...] = ()  # config overrides the corpus needs (its text.language)
+
+
+DEMOS = {
+    "en": DemoCorpus(DEMO_CORPUS, "Thank you for trying this demo, the next batch is already on "
+                                  "its way.", "spk5-"),
+    # Digits, the Persian comma and the zero-width non-joiner, as the front end reads them.
+    "fa": DemoCorpus(DEMO_CORPUS.parent / "demo-fa", "شما فردا ساعت ۷ صبح به کتابخانه می‌روید، "
+                     "اما من هر روز نامه‌ها را می‌نویسم.", "spk2-", ("text.language=fa",)),
+}
+
+
+def demo_corpus(language: str) -> DemoCorpus:
+    """The demo of ``language``, or one line naming the languages that have one."""
+    if language not in DEMOS:
+        raise UserError(f"--language {language}: no demo corpus in that language; "
+                        f"demos: {', '.join(DEMOS)}")
+    return DEMOS[language]
 
 
 def text_settings(say=print) -> list[str]:
@@ -69,17 +96,18 @@ class Demo:
 
 
 def run_demo(out: Path, minutes: float, steps: int | None = None, vocoder_minutes: float = 0.0,
-             say=print, prepared=lambda report, cache: None) -> Demo:
-    """Every stage of the demo into ``out``: training for ``minutes`` (or exactly ``steps``
-    steps), the vocoder for ``vocoder_minutes`` (0: none, Griffin-Lim). ``say`` gets the
-    progress lines, ``prepared(report, cache)`` the cache's report as soon as it is written."""
+             say=print, prepared=lambda report, cache: None, language: str = "en") -> Demo:
+    """Every stage of the demo in ``language`` into ``out``: training for ``minutes`` (or exactly
+    ``steps`` steps), the vocoder for ``vocoder_minutes`` (0: none, Griffin-Lim). ``say`` gets
+    the progress lines, ``prepared(report, cache)`` the cache's report as soon as it is written."""
+    corpus = demo_corpus(language)
     timings: dict[str, float] = {}
     preset = "small" if torch.cuda.is_available() else "tiny"
-    settings = text_settings(say)
+    settings = [*corpus.settings, *text_settings(say)]
     cache, run = out / "cache", out / "run"
     with _timed(timings, "prepare"):
         cfg = load(preset, settings)
-        prepared(prepare(DEMO_CORPUS, cache, cfg, workers=os.cpu_count() or 1), cache)
+        prepared(prepare(corpus.path, cache, cfg, workers=os.cpu_count() or 1), cache)
 
     from myxtts.observe.runlog import RunLog
     from myxtts.train.trainer import train, train_vocoder
@@ -99,23 +127,24 @@ def run_demo(out: Path, minutes: float, steps: int | None = None, vocoder_minute
             say(f"\ntraining the vocoder for {vocoder_minutes:g} min → {RunDir(run).vocoder.path}")
             train_vocoder(vcfg, cache, RunDir(run).vocoder.path, log=RunLog)
     with _timed(timings, "synthesize"):
-        wav, reference, synth, spoken = _speak(out, run)
+        wav, reference, synth, spoken = _speak(out, run, corpus)
     write_json(out / TIMINGS, timings)
     return Demo(out=out, timings=timings, training=training, wav=wav, reference=reference, spoken=spoken,
                 vocoder=synth.to_wave.name, decoder_cap=synth.cfg.model.max_decoder_steps)
 
 
-def _speak(out: Path, run: Path):
-    """The demo sentence in the voice of a held-out clip, through the run → (out/demo.wav, the
-    clip, the Synthesizer, the wav's Synthesis)."""
+def _speak(out: Path, run: Path, corpus: DemoCorpus):
+    """The corpus's demo sentence in the voice of a held-out clip, through the run →
+    (out/demo.wav, the clip, the Synthesizer, the wav's Synthesis)."""
     from myxtts.infer import Synthesizer
 
-    held_out = (DEMO_CORPUS / "val.txt").read_text(encoding="utf-8").split()
-    voice = next(i for i in held_out if i.startswith(VOICE_SPEAKER))
-    reference = next(iter(sorted((DEMO_CORPUS / "wavs").glob(f"{voice}.*"))))
+    held_out = (corpus.path / "val.txt").read_text(encoding="utf-8").split()
+    voice = next(i for i in held_out if i.startswith(corpus.voice))
+    reference = next(iter(sorted((corpus.path / "wavs").glob(f"{voice}.*"))))
     synth = Synthesizer(run)
     wav = out / "demo.wav"
-    return wav, reference, synth, synth.synthesize_to_file([SENTENCE], wav, reference=reference)[0]
+    spoken = synth.synthesize_to_file([corpus.sentence], wav, reference=reference)[0]
+    return wav, reference, synth, spoken
 
 
 @contextlib.contextmanager

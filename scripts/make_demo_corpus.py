@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the bundled demo corpus in ``data/demo/``.
+"""Regenerate a bundled demo corpus: English in ``data/demo/``, Persian in ``data/demo-fa/``.
 
 The corpus is small, multi-speaker and LJSpeech-shaped, and is made entirely by
 this script: the sentences come from a seeded template grammar (word lists
@@ -16,11 +16,13 @@ Output (everything under the output directory is rewritten on each run)::
     data/demo/README.md         description, voices, licence, split convention
 
 Requirements: Python 3.11, numpy, soundfile, soxr, inflect, and the Debian
-packages ``espeak-ng`` and ``flite`` on PATH.
+packages ``espeak-ng`` and ``flite`` on PATH (``--language fa``: espeak-ng only, with its
+Persian voice). The Persian corpus's voices, word lists and grammar are in
+``demo_corpus_fa.py``; its metadata names the language in a fifth column.
 
 Usage::
 
-    python scripts/make_demo_corpus.py [--out data/demo] [--jobs 2]
+    python scripts/make_demo_corpus.py [--language en|fa] [--out data/demo] [--jobs 2]
 
 The text is fully deterministic (fixed seed). The audio is deterministic for a
 given espeak-ng / flite version.
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 from pathlib import Path
 
+import demo_corpus_fa
 import inflect
 import numpy as np
 import soundfile as sf
@@ -338,6 +341,9 @@ class Grammar:
         toks[-1] = T(last.raw + raw_end, last.norm + end)
         return toks
 
+    def say(self) -> tuple[str, str]:
+        return render(self.sentence())
+
 
 def render(toks: list[Tok]) -> tuple[str, str]:
     raw = " ".join(t.raw for t in toks)
@@ -350,13 +356,14 @@ def render(toks: list[Tok]) -> tuple[str, str]:
     return cap(raw), cap(norm)
 
 
-def make_sentences(n: int, seed: int = SEED) -> list[tuple[str, str]]:
+def make_sentences(n: int, seed: int = SEED, grammar=Grammar) -> list[tuple[str, str]]:
+    """``n`` distinct (raw, normalised) sentences from ``grammar`` (English or Persian)."""
     rng = random.Random(seed)
-    g = Grammar(rng)
+    g = grammar(rng)
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
     while len(out) < n:
-        raw, norm = render(g.sentence())
+        raw, norm = g.say()
         n_words = len(norm.split())
         if not (MIN_WORDS <= n_words <= MAX_WORDS) or raw in seen:
             continue
@@ -517,58 +524,104 @@ from existing books or corpora are included.
 """
 
 
-def tool_versions() -> str:
+@dataclass(frozen=True)
+class Corpus:
+    """What one language's demo corpus is made of."""
+
+    folder: str  # under data/
+    voices: list[Voice]
+    grammar: type  # Grammar(rng).say() → (raw, normalised) sentence
+    readme: str
+    language: str | None  # metadata's fifth column; None: four columns, as the English corpus has
+
+
+CORPORA = {
+    "en": Corpus("demo", VOICES, Grammar, README_TEMPLATE, None),
+    "fa": Corpus("demo-fa", [Voice(spk, "espeak-ng", v, pitch=p, speed=s, description=d)
+                             for spk, v, p, s, d in demo_corpus_fa.VOICES],
+                 demo_corpus_fa.Grammar, demo_corpus_fa.README, "fa"),
+}
+
+
+def tool_versions(engines: set[str]) -> str:
     parts = []
-    try:
+    if "espeak-ng" in engines:
         out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True).stdout
         m = re.search(r"text-to-speech:\s*(\S+)", out)
         parts.append(f"espeak-ng {m.group(1) if m else out.strip()}")
-    except OSError:
-        pass
-    try:
+    if "flite" in engines:
         out = subprocess.run(["flite", "--version"], capture_output=True, text=True).stdout
         m = re.search(r"flite-(\S+)", out)
         parts.append(f"flite {m.group(1) if m else out.strip()}")
-    except OSError:
-        pass
     return " and ".join(parts) or "unknown versions"
+
+
+def check_tools(voices: list[Voice]) -> None:
+    """Exit with one line where a synthesiser or one of its voices is missing."""
+    for tool in {v.engine for v in voices}:
+        if shutil.which(tool) is None:
+            sys.exit(f"error: {tool} not found on PATH (apt-get install -y {tool})")
+    if "flite" in {v.engine for v in voices}:
+        listed = subprocess.run(["flite", "-lv"], capture_output=True, text=True).stdout.split()
+        missing = [v.voice for v in voices if v.engine == "flite" and v.voice not in listed]
+        if missing:
+            sys.exit(f"error: flite voices not available: {missing}")
+
+
+def plan(corpus: Corpus, wav_dir: Path) -> tuple[list, list[str], list[str]]:
+    """(synthesis jobs, metadata rows, held-out ids) of ``corpus``."""
+    voices = corpus.voices
+    n_blocks = -(-UTTS_PER_SPEAKER // BLOCK)
+    sentences = make_sentences(n_blocks * BLOCK * len(voices), grammar=corpus.grammar)
+    language = f"|{corpus.language}" if corpus.language else ""
+    jobs, rows, val_ids = [], [], []
+    for s, voice in enumerate(voices):
+        for i in range(UTTS_PER_SPEAKER):
+            block, j = divmod(i, BLOCK)
+            raw, norm = sentences[(block * len(voices) + s) * BLOCK + j]
+            utt_id = f"{voice.speaker}-{i + 1:04d}"
+            rows.append(f"{utt_id}|{raw}|{norm}|{voice.speaker}{language}")
+            jobs.append((utt_id, voice, norm, str(wav_dir / f"{utt_id}.flac")))
+            if i >= UTTS_PER_SPEAKER - VAL_PER_SPEAKER:
+                val_ids.append(utt_id)
+    return jobs, rows, val_ids
+
+
+def write_readme(corpus: Corpus, out: Path, rows: list[str], n_val: int, secs: np.ndarray) -> None:
+    voice_rows = "\n".join(
+        f"| {v.speaker} | {v.engine} | `{v.voice}` | "
+        + (f"pitch `-p {v.pitch}`, speed `-s {v.speed}` wpm; " if v.engine == "espeak-ng"
+           else f"`--setf duration_stretch={v.stretch}`; ")
+        + v.description + " |"
+        for v in corpus.voices)
+    readme = corpus.readme.format(
+        n_utts=len(rows), n_spk=len(corpus.voices), per_spk=UTTS_PER_SPEAKER,
+        total_min=secs.sum() / 60, total_s=secs.sum(), min_s=secs.min(), max_s=secs.max(),
+        mean_s=secs.mean(), size_mb=0.0, example="\n".join(rows[i] for i in (0, 1, UTTS_PER_SPEAKER)),
+        val_per_spk=VAL_PER_SPEAKER, n_val=n_val, voice_rows=voice_rows, seed=SEED,
+        pad_ms=int(TRIM_PAD_S * 1000), versions=tool_versions({v.engine for v in corpus.voices}))
+    (out / "README.md").write_text(readme, encoding="utf-8")
+    total_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    readme = readme.replace("about 0.0 MB", f"about {total_bytes / 1e6:.1f} MB")
+    (out / "README.md").write_text(readme, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parents[1]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=root / "data" / "demo")
+    ap.add_argument("--language", choices=sorted(CORPORA), default="en")
+    ap.add_argument("--out", type=Path, help="default data/demo (en), data/demo-fa (fa)")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    corpus = CORPORA[args.language]
+    check_tools(corpus.voices)
 
-    for tool in {v.engine for v in VOICES}:
-        if shutil.which(tool) is None:
-            sys.exit(f"error: {tool} not found on PATH (apt-get install -y espeak-ng flite)")
-    if "flite" in {v.engine for v in VOICES}:
-        listed = subprocess.run(["flite", "-lv"], capture_output=True, text=True).stdout.split()
-        missing = [v.voice for v in VOICES if v.engine == "flite" and v.voice not in listed]
-        if missing:
-            sys.exit(f"error: flite voices not available: {missing}")
-
-    out: Path = args.out
+    out: Path = args.out or root / "data" / corpus.folder
     wav_dir = out / "wavs"
     if wav_dir.exists():
         shutil.rmtree(wav_dir)
     wav_dir.mkdir(parents=True)
-
-    n_blocks = -(-UTTS_PER_SPEAKER // BLOCK)
-    sentences = make_sentences(n_blocks * BLOCK * len(VOICES))
-    jobs, rows, val_ids = [], [], []
-    for s, voice in enumerate(VOICES):
-        for i in range(UTTS_PER_SPEAKER):
-            block, j = divmod(i, BLOCK)
-            raw, norm = sentences[(block * len(VOICES) + s) * BLOCK + j]
-            utt_id = f"{voice.speaker}-{i + 1:04d}"
-            rows.append(f"{utt_id}|{raw}|{norm}|{voice.speaker}")
-            jobs.append((utt_id, voice, norm, str(wav_dir / f"{utt_id}.flac")))
-            if i >= UTTS_PER_SPEAKER - VAL_PER_SPEAKER:
-                val_ids.append(utt_id)
-
+    jobs, rows, val_ids = plan(corpus, wav_dir)
     with Pool(max(1, args.jobs)) as pool:
         stats = []
         for k, st in enumerate(pool.imap(render_one, jobs, chunksize=4), 1):
@@ -578,40 +631,28 @@ def main(argv: list[str] | None = None) -> int:
 
     (out / "metadata.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     (out / "val.txt").write_text("\n".join(val_ids) + "\n", encoding="utf-8")
+    secs = np.array([s["seconds"] for s in stats])
+    write_readme(corpus, out, rows, len(val_ids), secs)
+    summarise(corpus, out, stats)
+    return 0
 
+
+def summarise(corpus: Corpus, out: Path, stats: list[dict]) -> None:
     secs = np.array([s["seconds"] for s in stats])
     rms = np.array([s["rms_db"] for s in stats])
-    audio_bytes = sum(f.stat().st_size for f in wav_dir.iterdir())
-    voice_rows = "\n".join(
-        f"| {v.speaker} | {v.engine} | `{v.voice}` | "
-        + (f"pitch `-p {v.pitch}`, speed `-s {v.speed}` wpm; " if v.engine == "espeak-ng"
-           else f"`--setf duration_stretch={v.stretch}`; ")
-        + v.description + " |"
-        for v in VOICES)
-    readme = README_TEMPLATE.format(
-        n_utts=len(rows), n_spk=len(VOICES), per_spk=UTTS_PER_SPEAKER,
-        total_min=secs.sum() / 60, total_s=secs.sum(), min_s=secs.min(), max_s=secs.max(),
-        mean_s=secs.mean(), size_mb=0.0, example="\n".join(rows[i] for i in (0, 1, UTTS_PER_SPEAKER)),
-        val_per_spk=VAL_PER_SPEAKER, n_val=len(val_ids), voice_rows=voice_rows, seed=SEED,
-        pad_ms=int(TRIM_PAD_S * 1000), versions=tool_versions())
-    (out / "README.md").write_text(readme, encoding="utf-8")
+    audio_bytes = sum(f.stat().st_size for f in (out / "wavs").iterdir())
     total_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    readme = readme.replace("about 0.0 MB", f"about {total_bytes / 1e6:.1f} MB")
-    (out / "README.md").write_text(readme, encoding="utf-8")
-    total_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-
     print(f"wrote {out}")
-    print(f"  utterances : {len(rows)} ({len(val_ids)} in val.txt)")
-    print(f"  speakers   : {len(VOICES)}")
+    print(f"  utterances : {len(stats)}")
+    print(f"  speakers   : {len(corpus.voices)}")
     print(f"  duration   : {secs.sum() / 3600:.3f} h ({secs.sum():.0f} s); "
           f"clip min/mean/max {secs.min():.2f}/{secs.mean():.2f}/{secs.max():.2f} s")
     print(f"  loudness   : RMS min/mean/max {rms.min():.1f}/{rms.mean():.1f}/{rms.max():.1f} dBFS")
     print(f"  size       : {total_bytes / 1e6:.2f} MB total ({audio_bytes / 1e6:.2f} MB audio)")
-    for v in VOICES:
+    for v in corpus.voices:
         sel = [s["seconds"] for s in stats if s["id"].startswith(v.speaker + "-")]
         print(f"    {v.speaker} {v.engine:9s} {v.voice:18s} {sum(sel):6.1f} s  "
               f"mean {np.mean(sel):.2f} s  max {max(sel):.2f} s")
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,3 +16,12 @@ def test_a_longer_demo_is_not_cut_short_by_the_preset_step_cap():
     assert step_cap(2000, 3) == 2000  # the default demo: the preset's own cap
     assert step_cap(2000, 1) == 2000
     assert step_cap(2000, 60) == 40000  # an hour: 20x the steps, so the hour is what ends it
+
+
+def test_each_demo_says_a_sentence_none_of_its_recordings_holds_in_a_held_out_voice():
+    for language, corpus in demo.DEMOS.items():
+        rows = [line.split("|") for line in (corpus.path / "metadata.csv").read_text(encoding="utf-8").splitlines()]
+        assert all(corpus.sentence not in (row[1], row[2]) for row in rows), language
+        held_out = (corpus.path / "val.txt").read_text(encoding="utf-8").split()
+        assert any(i.startswith(corpus.voice) for i in held_out), language
+    assert demo.DEMOS["fa"].settings == ("text.language=fa",)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from myxtts.commands.common import add_command, check_output
 from myxtts.commands.prepare import print_report
-from myxtts.demo import DEFAULT_MINUTES, run_demo
+from myxtts.demo import DEFAULT_MINUTES, DEMOS, demo_corpus, run_demo
 from myxtts.errors import UserError
 
 
-def demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: float = 0.0) -> int:
+def demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: float = 0.0,
+         language: str = "en") -> int:
     # Both checked before preparing: --steps 0 would otherwise mean "no cap" (the preset's
     # thousands of steps, with no time budget either), and --minutes 0 no time budget.
     if steps is not None and steps < 1:
@@ -23,8 +24,9 @@ def demo(out: Path, minutes: float, steps: int | None, vocoder_minutes: float = 
         raise UserError(f"--minutes must be positive, got {minutes:g}")
     if not vocoder_minutes >= 0:
         raise UserError(f"--vocoder-minutes must be 0 or more, got {vocoder_minutes:g}")
+    demo_corpus(language)  # an unknown language is one line before the output folder is made
     check_output(out, "--out", folder=True)
-    d = run_demo(out, minutes, steps, vocoder_minutes, prepared=print_report)
+    d = run_demo(out, minutes, steps, vocoder_minutes, prepared=print_report, language=language)
 
     total = sum(d.timings.values())
     print("\nwhere the time went (whole demo):")
@@ -63,4 +65,7 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=None, help="train exactly this many steps instead")
     p.add_argument("--vocoder-minutes", type=float, default=0.0,
                    help="also train the run's vocoder (RUN/vocoder) for this long; 0: Griffin-Lim")
-    p.set_defaults(func=lambda a: demo(Path(a.out), a.minutes, a.steps, a.vocoder_minutes))
+    p.add_argument("--language", default="en", metavar="CODE",
+                   help=f"the demo corpus's language: {', '.join(DEMOS)} (data/demo, data/demo-fa)")
+    p.set_defaults(func=lambda a: demo(Path(a.out), a.minutes, a.steps, a.vocoder_minutes,
+                                       a.language))
