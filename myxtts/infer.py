@@ -167,12 +167,36 @@ class Synthesizer:
         return self.cfg.audio.sample_rate
 
     # ------------------------------------------------------------------------ text → ids
+    @property
+    def languages(self) -> list[str]:
+        """The languages this model speaks (espeak-ng codes), the first its own: the one list every
+        way out (``synthesize --language``, ``eval``, ``serve``, ``export``) asks. A model reads the
+        one language it was trained on (``text.language``) today; a model that reads several
+        extends this list."""
+        return [self.cfg.text.language]
+
+    def language(self, code: str | None = None) -> str:
+        """``code`` where the model speaks it, else the model's own language (None); one line
+        naming a code nobody knows or the model lacks, and the languages it has."""
+        from myxtts.text.languages import language_of
+
+        if code is None:
+            return self.languages[0]
+        has = f"this model speaks {', '.join(self.languages)} only"
+        if code not in self.languages:
+            try:
+                language_of(code)
+            except UserError as e:  # a code nobody knows says so, and what the model has
+                raise UserError(f"{e}; {has}") from None
+            raise UserError(f"language {code}: {has}")
+        return code
+
     def sentences(self, text: str, language: str | None = None) -> list[str]:
         """One text → the normalised sentences it is spoken as, each cut further only where
         the decoder needs it (see the module docstring)."""
         from myxtts.text.sentences import split_sentences
 
-        norm = self.text.normalize(text, self.text.language(language))
+        norm = self.text.normalize(text, self.language(language))
         return split_sentences(norm, self.max_sentence_chars) or [norm]  # empty: the encoder's clear error
 
     @property
@@ -189,7 +213,7 @@ class Synthesizer:
         model was not trained on are read as their nearest known one, with a note through the
         run's log. ``normalized``: ``text`` is one of :meth:`sentences` already."""
         return tuple(self.text.encode(text, warn=self.log, normalized=normalized,
-                                          language=self.text.language(language)))
+                                          language=self.language(language)))
 
     # ------------------------------------------------------------------------ ids → audio
     def speak_ids(self, ids: list[tuple[int, ...]], voice, *, seed: int = 0, speed: float = 1.0,
@@ -230,14 +254,15 @@ class Synthesizer:
         return results
 
     def synthesize_to_file(self, texts: list[str], out, reference=None, seed: int = 0,
-                           batch_size: int = 16) -> list[Synthesis]:
+                           batch_size: int = 16, language: str | None = None) -> list[Synthesis]:
         """Synthesise and write wavs: ``out`` is a .wav file for one text, else a directory
         (or a .wav stem, numbered). Returns the results, each with the path it was written to."""
         paths = output_paths(out, len(texts))
         for folder in {path.parent for path in paths}:  # before the work, not after it
             _check_writable(folder)
         self.log(vocode.GRIFFIN_LIM_NOTE if self.to_wave.griffin_lim else f"vocoder: {self.to_wave.name}")
-        results = self.synthesize(texts, self.reference(reference), seed=seed, batch_size=batch_size)
+        results = self.synthesize(texts, self.reference(reference), seed=seed, batch_size=batch_size,
+                                  language=language)
         for path, res in zip(paths, results):
             audio.save_wav(path, res.wav, self.sample_rate)
             res.path = path

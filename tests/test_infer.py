@@ -190,6 +190,27 @@ def test_command_line(run_dir, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
+def test_synthesize_speaks_the_models_language_and_names_it_for_any_other(run_dir, tmp_path, capsys):
+    out = tmp_path / "x.wav"
+    assert main(["synthesize", "--checkpoint", str(run_dir), "--text", "The fox.", "--language", "en-us",
+                 "--out", str(out)]) == 0
+    assert out.is_file() and "language: en-us" in capsys.readouterr().out
+    for code, why in (("fa", "language fa: "), ("xx-nowhere", "unknown language code 'xx-nowhere'")):
+        out.unlink(missing_ok=True)
+        assert main(["synthesize", "--checkpoint", str(run_dir), "--text", "The fox.", "--language", code,
+                     "--out", str(out)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines[-1].startswith(f"myxtts synthesize: error: {why}")
+        assert lines[-1].endswith("this model speaks en-us only")
+        assert "Traceback" not in "\n".join(lines) and not out.exists()
+
+
+def test_languages_are_the_one_list_every_way_out_checks(synth):
+    assert synth.languages == ["en-us"] and synth.language() == synth.language("en-us") == "en-us"
+    with pytest.raises(UserError, match="language de: this model speaks en-us only"):
+        synth.encode("The fox.", "de")
+
+
 def _fake_generate(lengths, value):
     """Stand-in for the model's decoder: the i-th sentence of a batch gives lengths[i] frames
     of log-mel ``value`` (the floor value is digital silence)."""

@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from myxtts.evaluate import require
-    from myxtts.evaluate.report import LABELS, figure_text  # imported late: they load torch
+    from myxtts.evaluate.report import LABELS, figure_text, language_lines  # imported late: they load torch
     from myxtts.evaluate.suite import EvalOptions, evaluate_checkpoint
 
     require()  # a missing extra is the first thing to say
@@ -51,6 +51,8 @@ def run(args) -> int:
     for key, (label, kind) in LABELS.items():
         v = summary.get(key)
         shown = figure_text(v, kind) if v is not None else f"not measured ({nm.get(key, 'no data')})"
+        print(f"  {label:<55} {shown}")
+    for label, shown in language_lines(summary):
         print(f"  {label:<55} {shown}")
     print(f"{summary['sentences']} sentence(s), step {summary['step']}: wrote "
           f"{summary['paths']['json']} and {summary['paths']['html']}")

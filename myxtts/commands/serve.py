@@ -91,8 +91,7 @@ def run(args) -> int:
     if wyoming_uri:
         from myxtts.serve.wyoming import serve as serve_wyoming
 
-        language = engine.synth.cfg.text.language
-        extra = lambda: serve_wyoming(wyoming_uri, engine, voices, language)
+        extra = lambda: serve_wyoming(wyoming_uri, engine, voices)
     err(f"serving {len(voices.names)} voice(s) ({', '.join(voices.names)}) on http://{args.host}:{args.port}"
         + (f" and Wyoming on {wyoming_uri}" if wyoming_uri else "")
         + (" (API key required)" if api_key else "") + "; Ctrl-C stops")

@@ -1,6 +1,7 @@
-"""``myxtts synthesize --checkpoint RUN --text "..." [--voice NAME | --reference WAV]``: text (+ voice)
-to wav. ``--list-voices`` prints the run's voices by name, as ``serve`` and ``export`` list them
-(:meth:`myxtts.infer.Synthesizer.voices`)."""
+"""``myxtts synthesize --checkpoint RUN --text "..." [--voice NAME | --reference WAV] [--language
+CODE]``: text (+ voice) to wav, in a language the model speaks
+(:attr:`myxtts.infer.Synthesizer.languages`). ``--list-voices`` prints the run's voices by name,
+as ``serve`` and ``export`` list them (:meth:`myxtts.infer.Synthesizer.voices`)."""
 from __future__ import annotations
 
 import time
@@ -27,6 +28,9 @@ def add_parser(sub) -> None:
                         "cache it trained on, or neutral (see --list-voices)")
     p.add_argument("--list-voices", action="store_true",
                    help="print the names of the run's voices, one a line, in the order `serve` lists them, and stop")
+    p.add_argument("--language", metavar="CODE",
+                   help="the language of the text, an espeak-ng code the model speaks "
+                        "(default: the model's own, its text.language)")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "
                         "or synthesized/)")
@@ -64,11 +68,13 @@ def run(args) -> int:
         raise UserError("--batch-size must be at least 1")
     t0 = time.perf_counter()
     synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err, step=args.step)
+    language = synth.language(args.language)
     voice = synth.voice(args.voice) if args.voice is not None else args.reference
-    results = synth.synthesize_to_file(texts, args.out, voice, args.seed, args.batch_size)
+    results = synth.synthesize_to_file(texts, args.out, voice, args.seed, args.batch_size, language)
     for res in results:
         print(f"{res.path}  {res.seconds:.2f} s")
     took = time.perf_counter() - t0
     print(f"{len(texts)} text(s), {sum(r.seconds for r in results):.1f} s of audio in {took:.1f} s "
-          f"(step {synth.meta['step']}, voice: {args.voice or args.reference or 'neutral'})")
+          f"(step {synth.meta['step']}, voice: {args.voice or args.reference or 'neutral'}, "
+          f"language: {language})")
     return EXIT_OK

@@ -65,6 +65,7 @@ class Sentence:
     text: str
     ref: int  # another utterance of the same speaker: the voice to clone
     other: int | None  # an utterance of another speaker: the mismatched control (None: one speaker)
+    language: str | None = None  # the language it is read in (None: the model's own)
 
 
 @dataclass
@@ -97,7 +98,7 @@ def plan(cache, limit: int | None = None, split: str = "val") -> list[Sentence]:
                   if real_voice(cache.speakers[o]) != voice]
         out.append(Sentence(i, cache.index.id[i], cache.speakers[s], cache.index.text[i],
                             ref=same[0] if same else i,
-                            other=by_speaker[others[0]][0] if others else None))
+                            other=by_speaker[others[0]][0] if others else None, language=cache.language(i)))
     return out
 
 
@@ -141,7 +142,8 @@ def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0) -> l
     out = []
     for s in sentences:
         t0 = time.perf_counter()
-        (said,) = synth.synthesize([s.text], reference_from_cache(cache, s.ref, synth.cfg), seed=seed)
+        (said,) = synth.synthesize([s.text], reference_from_cache(cache, s.ref, synth.cfg), seed=seed,
+                                   language=s.language)
         out.append((said, time.perf_counter() - t0))
     return out
 
@@ -192,6 +194,7 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
     cfg, vocode = synth.cfg, synth.to_wave
     sr = cfg.audio.sample_rate
     trained = _trained_references(cache, trained_voices)
+    languages = [synth.language(s.language) for s in sentences]  # one the model lacks: said before speaking
     said = speak_sentences(synth, cache, sentences, seed)
     spoken = [sp for sp, _ in said]
     recorded = [ground_truth and s.index is not None for s in sentences]
@@ -199,12 +202,13 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
     copies = [np.asarray(vocode(torch.from_numpy(np.asarray(cache.mel(s.index), dtype=np.float32))),
                          dtype=np.float32) if r else None for s, r in zip(sentences, recorded)]
     rows = []
-    for s, (sp, took), rec, cp, r in zip(sentences, said, recs, copies, recorded):
+    for s, (sp, took), rec, cp, r, lang in zip(sentences, said, recs, copies, recorded, languages):
         hyp = listener.asr.transcribe(sp.wav, sr)
         emb = listener.speaker.embed(sp.wav, sr)
         seconds = sp.wav.size / sr
         gt_seconds = None if s.index is None else int(cache.index.n_frames[s.index]) * cfg.audio.hop_length / sr
-        row = {"id": s.id, "speaker": s.speaker, "text": s.text, "reference": cache.index.id[s.ref],
+        row = {"id": s.id, "speaker": s.speaker, "language": lang, "text": s.text,
+               "reference": cache.index.id[s.ref],
                "mismatched_reference": None if s.other is None else cache.index.id[s.other],
                "transcript": hyp, "wer": metrics.word_errors(s.text, hyp).rate,
                "cer": metrics.char_errors(s.text, hyp).rate,
@@ -257,6 +261,17 @@ NEW_TEXT = "new sentences: no recording of them"
 
 
 def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bool = False) -> dict:
+    """The figures over ``rows``; with sentences in several languages, the same figures over each
+    language's alone too (``by_language``), as a score of one language says nothing of another."""
+    languages = list(dict.fromkeys(r["language"] for r in rows))  # in the order first spoken
+    out = _summarize(rows, cfg, ground_truth, voices_known) | {"languages": languages}
+    if len(languages) > 1:
+        out["by_language"] = {lang: _summarize([r for r in rows if r["language"] == lang], cfg, ground_truth,
+                                               voices_known) for lang in languages}
+    return out
+
+
+def _summarize(rows: list[dict], cfg, ground_truth: bool, voices_known: bool) -> dict:
     refs = [r["text"] for r in rows]
     out: dict = {"sentences": len(rows)}
     not_measured: dict[str, str] = {}

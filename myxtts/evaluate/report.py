@@ -47,6 +47,17 @@ def figure_text(value, kind: str) -> str:
     return f"{100 * value:.1f} %" if kind == "pct" else f"{value:.{kind[1]}f}"
 
 
+def language_lines(summary: dict) -> list[tuple[str, str]]:
+    """(label, text) lines saying which language the figures are in; with several, each
+    language's WER and CER over its own sentences."""
+    langs = summary.get("languages") or []
+    out = [("language" if len(langs) == 1 else "languages", ", ".join(langs))]
+    for lang, s in summary.get("by_language", {}).items():
+        out += [(f"{LABELS[k][0]}, {lang} ({s['sentences']} sentence(s))",
+                 figure_text(s[k], "pct") if s[k] is not None else "not measured") for k in ("wer", "cer")]
+    return out
+
+
 def write_audio(out: Path, result: Result, sample_rate: int) -> None:
     """audio/ID.wav (synthesized), ID.ground_truth.wav, ID.copy_synthesis.wav; rows get paths."""
     for row, sp, rec, cp in zip(result.rows, result.spoken, result.recordings, result.copies):
@@ -108,6 +119,7 @@ def render(result: Result, meta: dict) -> str:
         cell = figure_text(s.get(key), kind) if s.get(key) is not None else \
             f'<span class="nm">not measured ({escape(nm.get(key, "no data"))})</span>'
         figs.append(f"<tr><td>{escape(label)}</td><td>{cell}</td></tr>")
+    figs += [f"<tr><td>{escape(label)}</td><td>{escape(text)}</td></tr>" for label, text in language_lines(s)]
     plots_missing = False
     blocks = []
     for row, sp in zip(result.rows, result.spoken):

@@ -7,7 +7,9 @@ lists for ``myxtts serve`` too (:meth:`myxtts.infer.Synthesizer.voices`): every 
 cache the run trained on (``--data``, else the one it recorded), each from its first utterance,
 each ``--voice NAME=FOLDER`` from all the clips of its folder, and the neutral voice last.
 
-After writing, the graph is run in onnxruntime on a sentence at three paces and compared with
+The voice file names the espeak-ng voice of the model's own language
+(:attr:`myxtts.infer.Synthesizer.languages`, the first), so Piper's runtime phonemises in it.
+After writing, the graph is run in onnxruntime on a sentence of that language at three paces and compared with
 :meth:`myxtts.infer.Synthesizer.synthesize` on the same text, voice and pace; the figures are
 printed and returned.
 """
@@ -37,6 +39,8 @@ OPSET = 17
 INPUTS = ["input", "input_lengths", "scales"]  # + "sid" for several speakers
 OUTPUTS = ["output", "durations", "mel"]
 CHECK_SENTENCE = "This is how the exported voice sounds."
+# the check sentence in the languages with one of their own (by family); others say the English one
+CHECK_SENTENCES = {"en": CHECK_SENTENCE, "fa": "این صدای خروجی است."}
 INSTALL_HINT = "pip install 'myxtts[export]'"
 PACES = (0.8, 1.0, 1.25)  # length scales the export is checked at: slower, as trained, faster
 
@@ -49,7 +53,7 @@ class Exported:
     weights: Path
     why: str
     coverage: str  # the coverage line, or why it was not measured
-    mel_mae: float  # ONNX against PyTorch on CHECK_SENTENCE, first voice, the worst of PACES
+    mel_mae: float  # ONNX against PyTorch on the check sentence, first voice, the worst of PACES
     wav_max_diff: float
 
 
@@ -138,10 +142,13 @@ def run_onnx(sess, ids: list[int], sid: int | None = None, length_scale: float =
 
 
 def parity(sess, synth: Synthesizer, pmap: PhonemeMap, voice: Voice, multi: bool,
-           sentence: str = CHECK_SENTENCE) -> tuple[float, float]:
+           sentence: str | None = None) -> tuple[float, float]:
     """ONNX at each of ``PACES`` against ``synthesize`` at the same pace (``speed`` =
     1 / ``length_scale``) on ``sentence`` in ``voice`` → the worst (mel mean absolute error,
-    largest audio difference); frames that differ are an error."""
+    largest audio difference); frames that differ are an error. By default the sentence is in the
+    model's own language (``CHECK_SENTENCES``)."""
+    if sentence is None:
+        sentence = CHECK_SENTENCES.get(synth.language().partition("-")[0], CHECK_SENTENCE)
     ids = pmap.ids_of_tokens(synth.encode(sentence))
     worst = (0.0, 0.0)
     for scale in PACES:
@@ -185,7 +192,7 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
     weights, why = synth.weights, synth.why
     source = {"weights": str(weights), "step": synth.meta["step"], "chosen_because": why}
     voice_json.write(config_path, voice_json.voice_config(
-        sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=cfg.text.language,
+        sample_rate=cfg.audio.sample_rate, hop_length=cfg.audio.hop_length, espeak_voice=synth.language(),
         phoneme_id_map=pmap.piper_json(), num_symbols=pmap.num_symbols, speakers=names,
         dataset=(RunDir.of(weights) or RunDir(weights.parent)).path.name, source=source))
     for i, v in enumerate(chosen):

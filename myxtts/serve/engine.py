@@ -111,15 +111,15 @@ class Engine:
         self.thread.start()
 
     # ------------------------------------------------------------------------ requests
-    def sentences(self, text: str, field_name: str = "input") -> list[Sentence]:
-        """Text → the sentences to speak, each read into the tokens the model speaks (once: a
-        :class:`UserError` for what it cannot read), or if there is nothing speakable.
-        Sentences of punctuation alone are left out."""
+    def sentences(self, text: str, field_name: str = "input", language: str | None = None) -> list[Sentence]:
+        """Text in ``language`` (a code the model speaks; None: its own) → the sentences to speak,
+        each read into the tokens the model speaks (once: a :class:`UserError` for what it cannot
+        read), or if there is nothing speakable. Sentences of punctuation alone are left out."""
         out = []
         with self.text_lock:
-            for s in self.synth.sentences(text):
+            for s in self.synth.sentences(text, language):
                 if any(c.isalnum() for c in s):
-                    out.append(Sentence(s, self.synth.encode(s, normalized=True)))
+                    out.append(Sentence(s, self.synth.encode(s, language, normalized=True)))
         if not out:
             raise UserError(f"{field_name} has nothing speakable: {echo(text)}")
         return out

@@ -66,9 +66,9 @@ async def speech(body: SpeechRequest, request: Request):
     """The audio (streamed or whole), or with ``word_timestamps`` the JSON declared above."""
     st = request.app.state
     engine, sr = st.engine, st.engine.sample_rate
-    req = check(body, st.voices, st.synth.cfg.model.decoder)
-    try:
-        sentences = await asyncio.to_thread(engine.sentences, req.input)  # phonemizes: off the loop
+    req = check(body, st.voices, st.synth.languages, st.synth.cfg.model.decoder)
+    try:  # phonemizes: off the loop
+        sentences = await asyncio.to_thread(engine.sentences, req.input, "input", req.language)
     except UserError as e:
         raise APIError(str(e), "input", "unspeakable_input") from None
     try:

@@ -1,5 +1,6 @@
-"""The page at ``GET /``: type, pick or upload a voice, and listen, in any browser, from the server
-alone (static files in the package, no build step, nothing fetched from elsewhere).
+"""The page at ``GET /``: type, pick or upload a voice, pick a language the model speaks, and
+listen, in any browser, from the server alone (static files in the package, no build step,
+nothing fetched from elsewhere).
 
 The page speaks through the OpenAI API the server already answers (``stream_format: sse``: pcm
 pieces it plays as they arrive, and the words it highlights as they are spoken). What it needs
@@ -20,6 +21,7 @@ import asyncio
 import tempfile
 import time
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -105,11 +107,18 @@ async def reference(name: str, request: Request):
     return Response(made[name], media_type=encode.CONTENT_TYPES["wav"])
 
 
+def language_options(languages: list[str]) -> str:
+    """The language picker's options: the model's languages, its own first and chosen."""
+    return "".join(f'<option value="{escape(code)}"{" selected" if i == 0 else ""}>{escape(code)}</option>'
+                   for i, code in enumerate(languages))
+
+
 def add_page(app: FastAPI, engine, voices_dir=None, key_required: bool = False, log=print) -> None:
     """The page, its endpoints and uploads, on the app :func:`~myxtts.serve.openai_api.create_app`
     made over ``engine`` (the voices are the app's state). ``key_required``: the page asks for the API key before its
     first call, instead of after a 401."""
     index = (STATIC / "index.html").read_text(encoding="utf-8")
+    index = index.replace("<!-- the model's languages -->", language_options(engine.synth.languages), 1)
     if key_required:
         index = index.replace("<body>", '<body data-key="required">', 1)
     run = dict(engine.synth.about)

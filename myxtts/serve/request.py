@@ -4,7 +4,7 @@ before the route runs; :func:`bad_field` words the first bad field of a failed c
 error (:class:`BadRequest`, the code, the field named).
 
 What the declaration cannot say (it needs the server: its voices, formats written here, the
-model's decoder) is checked after it, in :func:`check`, in one place. :func:`parse` is both steps
+model's languages and decoder) is checked after it, in :func:`check`, in one place. :func:`parse` is both steps
 for one body outside HTTP.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ class VoiceId(BaseModel):
 
 
 class SpeechRequest(BaseModel):
-    """``POST /v1/audio/speech``'s body, as the API defines it, and one field of our own."""
+    """``POST /v1/audio/speech``'s body, as the API defines it, and two fields of our own: the
+    words' times, and the text's language as XTTS servers take it."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str = Field(MODEL_ID, description="a string (any name: this server has one model)")
@@ -44,6 +45,8 @@ class SpeechRequest(BaseModel):
         "audio", description=f"one of {', '.join(STREAM_FORMATS)}")
     instructions: str | None = Field(None, description="none: this model takes no instructions")
     word_timestamps: bool = Field(False, description="true or false: the audio as JSON, beside its words")
+    language: str | None = Field(None, description="a language code the model speaks, as the page lists them "
+                                                   "(default: the model's own)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Speech:
     speed: float
     sse: bool
     timed: bool
+    language: str  # a code the model speaks
 
 
 def bad_field(errors: list[dict]) -> BadRequest:
@@ -87,9 +91,10 @@ def bad_field(errors: list[dict]) -> BadRequest:
                       else f"{param} must be {what}", param)
 
 
-def check(req: SpeechRequest, voices, decoder: str = "duration") -> Speech:
+def check(req: SpeechRequest, voices, languages: list[str], decoder: str = "duration") -> Speech:
     """A request its schema took → the checked request, or :class:`BadRequest` naming the first
-    field this server cannot do as asked."""
+    field this server cannot do as asked. ``languages``: those the model speaks, its own first
+    (:attr:`myxtts.infer.Synthesizer.languages`)."""
     if not req.input.strip():
         raise BadRequest("input is empty", "input", "empty_input")
     voice = req.voice.id if isinstance(req.voice, VoiceId) else req.voice
@@ -111,14 +116,19 @@ def check(req: SpeechRequest, voices, decoder: str = "duration") -> Speech:
         raise BadRequest("this model takes no instructions", "instructions", "unsupported_value")
     if req.word_timestamps and sse:
         raise BadRequest("stream_format sse sends the words as events already", "word_timestamps")
-    return Speech(req.input, voices[voice], fmt, float(req.speed), sse, req.word_timestamps)
+    language = languages[0] if req.language is None else req.language
+    if language not in languages:
+        shown = language if len(language) <= 64 else "that language"
+        raise BadRequest(f"language {shown!r}: this model speaks {', '.join(languages)} only", "language",
+                         "unsupported_value")
+    return Speech(req.input, voices[voice], fmt, float(req.speed), sse, req.word_timestamps, language)
 
 
-def parse(body: bytes, voices, decoder: str = "duration") -> Speech:
+def parse(body: bytes, voices, languages: list[str], decoder: str = "duration") -> Speech:
     """A request body → the checked request, or :class:`BadRequest` naming the first bad field:
     the speech route's two steps (its schema, then :func:`check`) for one body outside HTTP."""
     try:
         req = SpeechRequest.model_validate_json(body)
     except ValidationError as e:
         raise bad_field(e.errors()) from None
-    return check(req, voices, decoder)
+    return check(req, voices, languages, decoder)

@@ -1,10 +1,12 @@
 """The same engine over Wyoming, Home Assistant's voice protocol (the ``wyoming`` package).
 
-``describe`` → ``info`` listing every voice; ``synthesize`` (a whole text) or streamed text
+``describe`` → ``info`` listing every voice, each in the model's languages
+(:attr:`myxtts.infer.Synthesizer.languages`); ``synthesize`` (a whole text) or streamed text
 (``synthesize-start``, ``synthesize-chunk``s, ``synthesize-stop``) → ``audio-start``,
 ``audio-chunk``s, ``audio-stop`` (streamed text: one audio stream for all of it, then
 ``synthesize-stopped``). Streamed text is spoken a sentence at a time as each sentence is
-complete, while the rest is still arriving. Audio goes out at the model's rate, 16-bit mono.
+complete, while the rest is still arriving. A request's voice may name its language, which must be
+one the model speaks (by default, the model's own). Audio goes out at the model's rate, 16-bit mono.
 """
 from __future__ import annotations
 
@@ -46,9 +48,10 @@ def language_tag(language: str) -> str:
     return f"{lang}-{region.upper()}" if region else lang
 
 
-def info(voices, language: str) -> Info:
+def info(voices, languages: list[str]) -> Info:
+    tags = [language_tag(code) for code in languages]
     tts_voices = [TtsVoice(name=n, description=voices[n].source, attribution=ATTRIBUTION, installed=True,
-                           version=__version__, languages=[language_tag(language)]) for n in voices.names]
+                           version=__version__, languages=tags) for n in voices.names]
     return Info(tts=[TtsProgram(name="myxtts", description="MyXTTS", attribution=ATTRIBUTION, installed=True,
                                 version=__version__, voices=tts_voices, supports_synthesize_streaming=True)])
 
@@ -58,16 +61,29 @@ class Stream:
     """Text streaming in: the voice, text not yet a whole sentence, the job and its audio task."""
 
     voice: object
+    language: str | None  # a code the model speaks (None: its own)
     text: str = ""
     job: object = None
     playing: asyncio.Task | None = None
 
 
 class Handler(AsyncEventHandler):
-    def __init__(self, engine: Engine, voices, language: str, *args, **kwargs):
+    def __init__(self, engine: Engine, voices, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.engine, self.voices, self.language = engine, voices, language
+        self.engine, self.voices, self.languages = engine, voices, engine.synth.languages
         self.stream: Stream | None = None
+
+    def _language(self, v) -> str | None:
+        """The model's code for the language a request's voice names (``en-US``, ``en_us`` or
+        ``en-us``), None where it names none; an error naming the languages the model has."""
+        if v is None or not v.language:
+            return None
+        asked = v.language.lower().replace("_", "-")
+        for code in self.languages:
+            if code.lower() == asked:
+                return code
+        has = ", ".join(language_tag(code) for code in self.languages)
+        raise UserError(f"language {v.language!r}: this model speaks {has} only")
 
     def _voice(self, v):
         name = v.name if v is not None and v.name else NEUTRAL
@@ -78,14 +94,16 @@ class Handler(AsyncEventHandler):
     async def handle_event(self, event: Event) -> bool:
         try:
             if Describe.is_type(event.type):
-                await self.write_event(info(self.voices, self.language).event())
+                await self.write_event(info(self.voices, self.languages).event())
             elif Synthesize.is_type(event.type):
                 if self.stream is None:  # inside a stream clients send it too, for servers that cannot stream
                     s = Synthesize.from_event(event)
-                    sentences = await asyncio.to_thread(self.engine.sentences, s.text, "text")
-                    await self._play(self.engine.submit(self._voice(s.voice), 1.0, sentences, chars=len(s.text)))
+                    voice, language = self._voice(s.voice), self._language(s.voice)
+                    sentences = await asyncio.to_thread(self.engine.sentences, s.text, "text", language)
+                    await self._play(self.engine.submit(voice, 1.0, sentences, chars=len(s.text)))
             elif SynthesizeStart.is_type(event.type):
-                self.stream = Stream(self._voice(SynthesizeStart.from_event(event).voice))
+                v = SynthesizeStart.from_event(event).voice
+                self.stream = Stream(self._voice(v), self._language(v))
             elif SynthesizeChunk.is_type(event.type) and self.stream is not None:
                 await self._feed(SynthesizeChunk.from_event(event).text, last=False)
             elif SynthesizeStop.is_type(event.type) and self.stream is not None:
@@ -111,7 +129,7 @@ class Handler(AsyncEventHandler):
         ready, st.text = st.text[:cut], st.text[cut:]
         sentences = []
         if any(c.isalnum() for c in ready):
-            sentences = await asyncio.to_thread(self.engine.sentences, ready, "text")
+            sentences = await asyncio.to_thread(self.engine.sentences, ready, "text", st.language)
         if st.job is None and (sentences or not last):
             if not sentences:
                 return  # nothing whole yet: the job starts with its first sentence
@@ -140,10 +158,10 @@ class Handler(AsyncEventHandler):
         await self.write_event(AudioStop().event())
 
 
-async def serve(uri: str, engine: Engine, voices, language: str) -> None:
+async def serve(uri: str, engine: Engine, voices) -> None:
     """Serve until cancelled. ``start``, not ``run``: the HTTP server owns the signals."""
     server = AsyncServer.from_uri(uri)
-    await server.start(lambda reader, writer: Handler(engine, voices, language, reader, writer))
+    await server.start(lambda reader, writer: Handler(engine, voices, reader, writer))
     try:
         await asyncio.Event().wait()
     finally:

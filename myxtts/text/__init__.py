@@ -101,7 +101,8 @@ class TextProcessor:
     """Normalised text → symbols → ids (with end-of-sentence appended).
 
     Each call may name the language of its text (``language``, an espeak-ng code such as
-    ``"fa"``); by default it is ``text.language``. A model reads the languages it was trained on.
+    ``"fa"``); by default it is ``text.language``. Which languages a model speaks is its
+    :attr:`myxtts.infer.Synthesizer.languages`.
     """
 
     def __init__(self, cfg: TextConfig, vocab: Vocabulary | None = None):
@@ -110,13 +111,6 @@ class TextProcessor:
         language_of(cfg.language)  # an unknown code is one line now, not at the first sentence
         if cfg.mode == "phonemes":
             self._phonemizer(cfg.language)
-
-    def language(self, language: str | None = None) -> str:
-        """The language a model reads text in: ``language`` where given, which must be the one
-        it was trained on (``text.language``, the only one a model has today)."""
-        if language is not None and language != self.cfg.language:
-            raise UserError(f"language {language}: this model reads {self.cfg.language} only")
-        return self.cfg.language
 
     def _phonemizer(self, language: str) -> Callable[[str], str]:
         if language not in self._phonemizers:

@@ -294,10 +294,11 @@ def _synthesize(w: World, tmp: Path) -> None:
     out = tmp / "hello.wav"
     assert w.vocoder.is_dir()  # RUN/vocoder: used without being named
     r = ok(myxtts("synthesize", "--checkpoint", w.run, "--text", "Hello there.", "--reference", VOICE,
-                  "--out", out))
+                  "--language", "en-us", "--out", out))
     has_sound(out)
     assert "Griffin-Lim" not in r.stderr and f"vocoder: {w.vocoder}" in r.stderr  # it says which
     assert f"{out}  " in r.stdout and "1 text(s)" in r.stdout and f"voice: {VOICE}" in r.stdout
+    assert "language: en-us" in r.stdout
 
 
 @row("serve")
@@ -419,6 +420,7 @@ def _eval(w: World, tmp: Path) -> None:
         assert f'src="{sentence[key]}"' in html
     assert html.count("<audio") == 3 and "data:image/png;base64," in html
     assert "WER, synthesized" in r.stdout
+    assert report["languages"] == ["en-us"] and sentence["language"] == "en-us" and "by_language" not in report
 
 
 @row("bench loader")

@@ -76,8 +76,11 @@ def test_eval_speaks_new_sentences_and_scores_only_the_output(tiny_run, tmp_path
                      "--out", str(tmp_path / "eval")]) == 0
     out = capsys.readouterr()
     assert "1 new" in out.err and "not measured (new sentences" in out.out
+    assert any(line.split() == ["language", "en-us"] for line in out.out.splitlines())
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report["sentences"] == 1 and report["split"] == "new" and report["sentences_file"] == str(text)
+    assert report["languages"] == ["en-us"] and "by_language" not in report
+    assert report["per_sentence"][0]["language"] == "en-us"
     assert [r["text"] for r in report["per_sentence"]] == ["Printing is an old art."]
     assert report["wer"] is not None and report["speaker_cosine"] is not None
     for key in ("wer_ground_truth", "wer_copy_synthesis", "dnsmos_ovrl_ground_truth", "duration_ratio"):
@@ -109,12 +112,14 @@ class _Index:  # the index columns plan() reads
     text = ["one", "two", "three", "four"]
     speaker = [0, 0, 1, 0]
     val = [0, 1, 0, 1]
+    language = [0, 0, 0, 1]  # anna's last line is Persian
 
 
 class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with a held-out line
     path = "cache"
     index = _Index()
     speakers = ["anna", "ben"]
+    languages = ["en-us", "fa"]
 
     def __len__(self):
         return 4
@@ -124,6 +129,7 @@ class _Cache:  # the parts of a Cache that plan() reads: two speakers, one with 
 
     by_speaker = Cache.by_speaker  # the rules themselves, on these columns
     first_of_each_speaker = Cache.first_of_each_speaker
+    language = Cache.language
 
 
 def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
@@ -131,6 +137,7 @@ def test_plan_picks_a_same_speaker_reference_and_another_speakers_control():
     assert [s.id for s in sentences] == ["a2", "a3"]
     assert all(s.ref == 0 for s in sentences)  # anna's training utterance, not the sentence itself
     assert all(s.other == 2 for s in sentences)  # ben's
+    assert [s.language for s in sentences] == ["en-us", "fa"]  # each read in its own language
     assert plan(_Cache(), limit=1)[0].id == "a2"
     trained = plan(_Cache(), split="train")  # what the model heard, each with another reference
     assert [s.id for s in trained] == ["a1", "b1"]
@@ -145,6 +152,7 @@ class _PseudoCache(_Cache):  # anna again at 0.9 times her speed: a copy of her 
         text = ["one", "two", "three", "four"]
         speaker = [0, 0, 1, 2]
         val = [0, 1, 0, 0]
+        language = [0, 0, 0, 0]
 
 
 def test_plan_takes_the_control_from_another_recorded_voice_not_a_pseudo_speaker():
@@ -156,6 +164,7 @@ def test_new_sentences_go_to_the_training_voices_in_turn():
     sentences = plan_texts(_Cache(), ["  ", "first", "second", "third"])
     assert [(s.id, s.text, s.speaker, s.index) for s in sentences] == [
         ("new-001", "first", "anna", None), ("new-002", "second", "ben", None), ("new-003", "third", "anna", None)]
+    assert {s.language for s in sentences} == {None}  # new text is read in the model's language
     assert [(s.ref, s.other) for s in sentences] == [(0, 2), (2, 0), (0, 2)]  # training utterances
     assert len(plan_texts(_Cache(), ["a", "b", "c"], limit=2)) == 2
     with pytest.raises(UserError, match="no text"):
@@ -168,3 +177,21 @@ def test_the_bundled_new_sentences_are_in_none_of_the_demo_recordings():
     recorded = {cell.strip().lower() for line in (demo / "metadata.csv").read_text(encoding="utf-8").splitlines()
                 for cell in line.split("|")[1:3]}
     assert len(new) == 20 and not [t for t in new if t.lower() in recorded]
+
+
+def test_a_cache_of_two_languages_is_scored_in_each_and_over_all():
+    from myxtts.evaluate.evaluation import summarize
+    from myxtts.evaluate.report import language_lines
+    from tests.evaluate.test_naturalness import _row
+
+    rows = [_row(language="en-us", text="one two", transcript="one two"),
+            _row(language="fa", text="سه چهار", transcript="سه"), _row(language="fa", text="پنج", transcript="پنج")]
+    s = summarize(rows, load("tiny"))
+    assert s["languages"] == ["en-us", "fa"] and s["wer"] == pytest.approx(1 / 5)  # over every sentence
+    assert s["by_language"]["en-us"]["wer"] == 0 and s["by_language"]["en-us"]["sentences"] == 1
+    assert s["by_language"]["fa"]["wer"] == pytest.approx(1 / 3) and s["by_language"]["fa"]["sentences"] == 2
+    lines = dict(language_lines(s))
+    assert lines["languages"] == "en-us, fa" and lines["WER, synthesized, fa (2 sentence(s))"] == "33.3 %"
+    one = summarize(rows[:1], load("tiny"))
+    assert one["languages"] == ["en-us"] and "by_language" not in one
+    assert dict(language_lines(one)) == {"language": "en-us"}

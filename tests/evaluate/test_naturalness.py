@@ -53,7 +53,8 @@ def _row(synthesized=(), ground_truth=(), copy_synthesis=(), **more) -> dict:
     dnsmos = {f"dnsmos_{k}{of}": v for of, scores in (("", synthesized), ("_ground_truth", ground_truth),
                                                        ("_copy_synthesis", copy_synthesis))
               for k, v in zip(SCORES, scores or (None,) * 4)}
-    return {"text": "a", "transcript": "a", "speaker_cosine": 0.9, "speaker_cosine_mismatched": None,
+    return {"language": "en-us", "text": "a", "transcript": "a", "speaker_cosine": 0.9,
+            "speaker_cosine_mismatched": None,
             "mismatched_reference": None, "stopped": True, "seconds": 1.0, "duration_ratio": 1.0,
             "rtf": 0.1, **dnsmos, **more}
 

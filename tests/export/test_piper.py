@@ -127,3 +127,22 @@ def test_piper_loads_the_voice_and_speaks_with_alignments(exported):
     assert chunk.sample_rate == 22050 and chunk.audio_float_array.size > 0
     assert chunk.phoneme_alignments is not None  # the durations output, read as Piper reads alignments
     assert sum(a.num_samples for a in chunk.phoneme_alignments) == chunk.audio_float_array.size
+
+
+def test_a_persian_model_exports_a_voice_piper_reads_in_persian(persian_run, tmp_path):
+    piper = pytest.importorskip("piper")
+    from myxtts.export.phonemes import piper_phonemizer
+    from tests.export.conftest import PERSIAN
+
+    said = []
+    done = export(persian_run, tmp_path / "fa.onnx", say=said.append)
+    raw = json.loads(done.config.read_text(encoding="utf-8"))
+    assert raw["espeak"] == {"voice": "fa"} and raw["language"]["code"] == "fa"
+    assert done.mel_mae < 1e-3  # checked on a Persian sentence, every phoneme of it known
+    voice = piper.PiperVoice.load(done.onnx)
+    assert voice.config.espeak_voice == "fa"
+    (chunk,) = list(voice.synthesize(PERSIAN[2]))
+    assert chunk.audio_float_array.size > 0 and chunk.sample_rate == 22050
+    # Piper's runtime read it in Persian: its phonemes are espeak-ng's Persian ones, all in the map
+    assert chunk.phonemes == piper_phonemizer("fa")(PERSIAN[2]) != piper_phonemizer("en-us")(PERSIAN[2])
+    assert set(chunk.phonemes) <= set(raw["phoneme_id_map"])

@@ -56,6 +56,9 @@ CASES = [
     ("unknown field", with_(temperature=0.7), 400, "temperature"),
     ("instructions", with_(instructions="Speak like a pirate."), 400, "instructions"),
     ("word_timestamps not a boolean", with_(word_timestamps="yes"), 400, "word_timestamps"),
+    ("a language the model lacks", with_(language="fa"), 400, "language"),
+    ("a language nobody knows", with_(language="xx-nowhere"), 400, "language"),
+    ("language not a string", with_(language=["en-us"]), 400, "language"),
 ]
 
 

@@ -11,7 +11,7 @@ import soundfile as sf
 
 from myxtts.infer import about_weights
 from myxtts.rundir import choose_weights
-from myxtts.serve.page import LOAD_WINDOW_S, load
+from myxtts.serve.page import LOAD_WINDOW_S, STATIC, language_options, load
 from myxtts.serve.schemas import Status
 
 
@@ -59,3 +59,22 @@ def test_a_voices_reference_is_its_mel_through_the_vocoder(served):
     for name, code in (("neutral", "no_reference"), ("nobody", "invalid_value")):
         err = httpx.get(url % name, headers=served.headers(), timeout=30)
         assert err.status_code == 404 and (err.json()["error"]["param"], err.json()["error"]["code"]) == ("name", code)
+
+
+def test_the_language_picker_lists_the_models_languages_its_own_chosen():
+    assert language_options(["fa", "en-us"]) == ('<option value="fa" selected>fa</option>'
+                                                 '<option value="en-us">en-us</option>')
+    assert 'language: $("language").value' in (STATIC / "page.js").read_text()  # sent with each request
+
+
+def test_the_served_page_offers_the_models_language_and_speaks_in_it(served):
+    page = httpx.get(f"{served.url}/", timeout=30).text
+    assert ('<select id="language" aria-label="language"><option value="en-us" selected>en-us</option></select>'
+            in page)
+    r = httpx.post(f"{served.url}/v1/audio/speech", headers=served.headers(), timeout=60, json={
+        "model": "myxtts", "input": "Hello there.", "voice": "neutral", "response_format": "wav", "language": "en-us"})
+    assert r.status_code == 200 and sf.info(io.BytesIO(r.content)).duration > 0.1
+    bad = httpx.post(f"{served.url}/v1/audio/speech", headers=served.headers(), timeout=30, json={
+        "model": "myxtts", "input": "Hello there.", "voice": "neutral", "language": "fa"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "language"
+    assert bad.json()["error"]["message"] == "language 'fa': this model speaks en-us only"

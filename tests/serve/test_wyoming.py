@@ -78,3 +78,17 @@ def test_an_unknown_voice_is_an_error_event_and_the_connection_lives_on(served):
 
     err, wav = asyncio.run(go())
     assert err.type == "error" and "unknown voice" in err.data["text"] and wav.size > 0
+
+
+def test_a_voice_may_name_a_language_the_model_speaks_and_no_other(served):
+    async def go():
+        async with AsyncTcpClient("127.0.0.1", served.wyoming_port) as c:
+            await c.write_event(Synthesize(text="Hi there.", voice=SynthesizeVoice(language="fa")).event())
+            err = await c.read_event()
+            await c.write_event(Synthesize(text="Hi there.", voice=SynthesizeVoice(language="en-US")).event())
+            wav, _ = await read_audio(c)
+            return err, wav
+
+    err, wav = asyncio.run(go())
+    assert err.type == "error" and err.data["text"] == "language 'fa': this model speaks en-US only"
+    assert wav.size > 0

@@ -134,7 +134,7 @@ function wavBlob(pcm) {  // Int16Array at PCM_RATE → a WAV file
 
 function body(extra) {
   return JSON.stringify(Object.assign({ model: "myxtts", input: $("text").value, voice: $("voice").value,
-    speed: Number($("speed").value) }, extra));
+    speed: Number($("speed").value), language: $("language").value }, extra));
 }
 
 async function speak() {
