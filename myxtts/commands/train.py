@@ -22,6 +22,7 @@ from myxtts.rundir import RunDir
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import finetune
 from myxtts.train.plan import Plan
+from myxtts.train.stages import stage_spec
 from myxtts.train.trainer import train, train_vocoder
 from myxtts.train.vocoder import find_teacher
 
@@ -59,7 +60,7 @@ def _cmd(args) -> int:
             print(f"--init-from ignored: {out} resumes from its own checkpoint {last.name}")
         else:  # every mismatch is one line before anything is built or written
             init = finetune.find(args.init_from, args.stage)
-            finetune.check_data(init, args.data, args.stage, grows=True)
+            finetune.check_data(init, args.data, stage_spec(args.stage).reads_text, grows=True)
     mels_from = None
     if args.mels_from is not None:
         if args.stage != "vocoder":
@@ -119,7 +120,7 @@ def run_config(args, init: finetune.Source | None = None) -> Config:
         trained, where = load(saved, saved=True), saved
     else:
         return cfg
-    cfg, note = finetune.configure(cfg, trained, where, args.overrides, args.stage)
+    cfg, note = finetune.configure(cfg, trained, where, args.overrides, stage_spec(args.stage).weights_section)
     if note:
         print(note)
     return cfg

@@ -30,10 +30,10 @@ from myxtts.data.sampler import make_sampler, shape_plans
 from myxtts.observe.flops import count_step_flops, mfu
 from myxtts.train import memory
 from myxtts.train.batches import BucketBatches
-from myxtts.train.build import Run
 from myxtts.train.compile import compile_shapes, compiled_graphs
 from myxtts.train.loop import Loop
 from myxtts.train.precision import device_name, sync
+from myxtts.train.spec import Run
 from myxtts.train.timers import StepTimer, shape_key
 
 WARM_PASSES = {"off": 1, "default": 2, "regional": 2, "cudagraphs": 3}

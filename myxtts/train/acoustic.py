@@ -1,11 +1,9 @@
-"""The acoustic stage's builders (its :class:`~myxtts.train.stages.StageSpec`): the XTTS model
+"""The acoustic stage's builders (its :class:`~myxtts.train.spec.StageSpec`): the XTTS model
 and its :class:`~myxtts.train.step.TrainStep`, DDP-wrapped and compiled as the plan says; the
 speaker embeddings its cache must hold first; its run header; and what runs after each of its
 steps (validation and the best weights, samples, the periodic evaluation).
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,11 +24,8 @@ from myxtts.train.optim import Horizon, build_optimizer, build_scheduler
 from myxtts.train.plan import plan_lines
 from myxtts.train.precision import usable_cpus
 from myxtts.train.recompute import recompute_blocks
+from myxtts.train.spec import Run, Setup
 from myxtts.train.step import TrainStep
-
-if TYPE_CHECKING:
-    from myxtts.train.build import Run
-    from myxtts.train.stages import Setup
 
 
 def speaker_embeddings(cfg: Config, data, info: DistInfo) -> None:

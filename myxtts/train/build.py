@@ -5,7 +5,7 @@ Order, fixed and applied from outside the model code: the plan (``resolve_plan``
 precision, compile mode, and batch sizing for ``data.frame_budget=auto``, train/sizing.py; first,
 because measuring draws random numbers) → seed and determinism → cache → model(s) → DDP wrap →
 step (compiled as the plan says) → optimizer and schedule → batches, the parts built by the
-stage's :class:`~myxtts.train.stages.StageSpec`. What comes back is a :class:`Run`, whose
+stage's :class:`~myxtts.train.spec.StageSpec`. What comes back is a :class:`Run`, whose
 ``components`` are everything a checkpoint must hold besides the weights; each component owns
 its own state (``state_dict`` / ``load_state_dict``).
 """
@@ -13,65 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 
 import torch
 
 from myxtts.config import Config
-from myxtts.data.cache import Cache
 from myxtts.errors import UserError
 from myxtts.speaker_encoder import resolve_setting
 from myxtts.train import sizing as S
 from myxtts.train.acoustic import host_copies
-from myxtts.train.batches import Batches
 from myxtts.train.compile import check_padding, resolve_compile, use_cache
 from myxtts.train.distributed import DistInfo
-from myxtts.train.optim import Horizon
 from myxtts.train.plan import Plan, asked_lr
-from myxtts.train.precision import Precision, device_name, pick_device, resolve
-from myxtts.train.stages import Setup, StageSpec, stage_spec
-from myxtts.train.step import Step
-
-
-@dataclass
-class Run:
-    cfg: Config
-    spec: StageSpec                # what the stage builds and runs (train/stages.py)
-    info: DistInfo
-    device: torch.device
-    precision: Precision
-    cache: Cache
-    model: torch.nn.Module         # the bare module a checkpoint's weights belong to
-    step_fn: Step                  # TrainStep | VocoderStep: one optimizer step, no host sync
-    optimizer: torch.optim.Optimizer
-    scheduler: object
-    sampler: object                # the training split's BucketSampler (the run's shapes)
-    batches: Batches | None        # endless device batches (None when not asked for)
-    plan: Plan                     # what the settings resolved to (cfg holds the result)
-    horizon: Horizon | None = None  # where the schedule ends under a time budget
-
-    @property
-    def stage(self) -> str:
-        return self.spec.name
-
-    @property
-    def shapes(self) -> list[tuple[int, int, int]]:
-        return self.sampler.shapes()
-
-    @property
-    def components(self) -> dict:
-        """Everything a checkpoint restores besides the weights, by the name it is saved under.
-        A stage whose step holds its optimizer and schedule saves them with the step's state."""
-        parts = {"step_fn": self.step_fn}
-        if not self.spec.optimizer_in_step:
-            parts.update(optimizer=self.optimizer, scheduler=self.scheduler)
-        if self.batches is not None:
-            parts["batches"] = self.batches
-        return parts
-
-    def close(self) -> None:
-        if self.batches is not None:
-            self.batches.stream.close()
+from myxtts.train.precision import device_name, pick_device, resolve
+from myxtts.train.spec import Run, Setup
+from myxtts.train.stages import stage_spec
 
 
 def seed_everything(cfg: Config, rank: int = 0) -> None:

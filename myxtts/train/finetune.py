@@ -112,13 +112,13 @@ def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
     return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta))
 
 
-def configure(cfg: Config, trained: Config, where, overrides: list[str], stage: str) -> tuple[Config, str]:
-    """``cfg`` with the settings of the stage's weights that ``trained`` (read from ``where``:
+def configure(cfg: Config, trained: Config, where, overrides: list[str], section: str) -> tuple[Config, str]:
+    """``cfg`` with the settings of ``section`` (the stage's weights': its spec's
+    ``weights_section``) that ``trained`` (read from ``where``:
     SRC, or a fine-tuning run's own config.yaml when it resumes) holds in place of the config
     file's, and the command line's settings of that section on top; and a line naming the
     config-file values replaced ("" if none). A command-line setting outside ``FREE`` that
     differs from the trained one is an error naming it."""
-    section = _spec(stage).weights_section
     new = with_settings(cfg, trained, (section,), overrides)
     theirs, now, asked = (getattr(c, section) for c in (trained, new, cfg))
     for f in dataclasses.fields(theirs):
@@ -145,8 +145,9 @@ def with_settings(cfg: Config, trained: Config, sections, overrides: list[str]) 
                                             if parse_override(o)[0][0] in sections]))
 
 
-def check_data(src: Source, data, stage: str, grows: bool = False) -> None:
-    """Refuse a cache whose features or tokens the weights were not trained to read. ``grows``:
+def check_data(src: Source, data, reads_text: bool, grows: bool = False) -> None:
+    """Refuse a cache whose features (and, where the weights ``reads_text``, its spec says, tokens)
+    the weights were not trained to read. ``grows``:
     the weights are trained on it (``--init-from``), so its vocabulary may append symbols to
     SRC's; a model that only reads it (a vocoder's teacher) must have them all."""
     cache = Cache(data)
@@ -156,7 +157,7 @@ def check_data(src: Source, data, stage: str, grows: bool = False) -> None:
         if f.name not in AUDIO_FREE and have != want:
             raise UserError(f"{data} was prepared with audio.{f.name}={have}, but {src.path} "
                             f"was trained with audio.{f.name}={want}; {fix}")
-    if not _spec(stage).reads_text:
+    if not reads_text:
         return
     have, want = cache.text_cfg.mode, src.cfg.text.mode
     if have != want:
@@ -249,9 +250,3 @@ def freeze(model: torch.nn.Module, names: str) -> None:
     if parts and not any(p.requires_grad for p in model.parameters()):
         raise UserError(f"train.freeze={names}: every weight would be frozen, nothing left to train")
 
-
-def _spec(stage: str):
-    """The stage's spec: imported here, as the stages' builders use this module."""
-    from myxtts.train.stages import stage_spec
-
-    return stage_spec(stage)

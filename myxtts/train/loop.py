@@ -23,8 +23,8 @@ from myxtts.errors import UserError
 from myxtts.train import checkpoint as ckpt
 from myxtts.train import collectives, memory
 from myxtts.train import distributed as D
-from myxtts.train.build import Run
 from myxtts.train.compile import compiled_graphs
+from myxtts.train.spec import Run
 from myxtts.train.stages import stage_spec
 from myxtts.train.timers import StepTimer
 from myxtts.train.watchdog import Watch

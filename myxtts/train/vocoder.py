@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -51,18 +50,15 @@ from myxtts.train import finetune
 from myxtts.train.batches import Batches
 from myxtts.train.optim import Horizon, build_vocoder_optimizer, build_vocoder_scheduler
 from myxtts.train.plan import Plan
+from myxtts.train.spec import Run, Setup
 from myxtts.train.step import StepCounters
-
-if TYPE_CHECKING:
-    from myxtts.train.build import Run
-    from myxtts.train.stages import Setup
 
 
 def find_teacher(path, data) -> finetune.Source:
     """``--mels-from``'s acoustic model, refused in one line unless it reads ``data`` (its mel
     settings, text mode and vocabulary)."""
     src = finetune.find(path, "acoustic", flag="--mels-from")
-    finetune.check_data(src, data, "acoustic")
+    finetune.check_data(src, data, reads_text=True)  # an acoustic model reads the text
     return src
 
 

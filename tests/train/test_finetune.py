@@ -30,7 +30,7 @@ from .conftest import FAST, LJ, losses, run_train
 def _configured(src, *overrides):
     """The settings the command line gives a fine-tuning run (commands/train.run_config)."""
     asked = [*FAST, *overrides]
-    return finetune.configure(load("tiny", asked), src.cfg, src.path, asked, "acoustic")[0]
+    return finetune.configure(load("tiny", asked), src.cfg, src.path, asked, "model")[0]
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_settings_that_leave_the_weights_alone_may_differ_and_the_config_file_gi
     assert dataclasses.replace(cfg.model, dropout=0.1, max_decoder_steps=src.cfg.model.max_decoder_steps) \
         == src.cfg.model
     # No model settings on the command line: the source's, not the config file's.
-    cfg, note = finetune.configure(load("tiny"), src.cfg, src.path, [], "acoustic")
+    cfg, note = finetune.configure(load("tiny"), src.cfg, src.path, [], "model")
     assert cfg.model == src.cfg.model and note.startswith(f"model settings of {src.path}")
     assert "model.d_model 128 -> 64" in note
 
@@ -188,14 +188,14 @@ def test_prepare_match_gives_a_new_voice_the_models_settings_and_vocabulary(sour
 
     assert main(["prepare", str(corpus), "--out", str(tmp_path / "own"), "--workers", "1"]) == 0
     with pytest.raises(UserError, match=r"another vocabulary .*: it lacks \d+ of the checkpoint's .*--match"):
-        finetune.check_data(src, tmp_path / "own", "acoustic")
+        finetune.check_data(src, tmp_path / "own", reads_text=True)
 
     assert main(["prepare", str(corpus), "--out", str(tmp_path / "matched"), "--workers", "1",
                  "--match", str(source), "audio.trim_db=30"]) == 0
     capsys.readouterr()
     matched = Cache(tmp_path / "matched")
     assert matched.vocab.symbols == src.vocab and matched.audio_cfg.trim_db == 30
-    finetune.check_data(src, tmp_path / "matched", "acoustic")  # fits
+    finetune.check_data(src, tmp_path / "matched", reads_text=True)  # fits
 
 
 def test_freeze_keeps_the_named_parts_out_of_the_optimizer_and_unchanged(lj_cache):

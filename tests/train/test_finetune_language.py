@@ -55,12 +55,12 @@ def test_a_new_language_appends_its_symbols_and_keeps_the_models_rows_bit_for_bi
     assert c.languages == ["fa"] and c.text_cfg.language == "fa" and c.text_cfg.mode == "phonemes"
     assert len(c) == len(PERSIAN)  # nothing skipped for lacking a symbol
     with pytest.raises(UserError, match="another vocabulary"):
-        finetune.check_data(src, cache, "acoustic")  # a model that only reads the cache cannot
-    finetune.check_data(src, cache, "acoustic", grows=True)
+        finetune.check_data(src, cache, reads_text=True)  # a model that only reads the cache cannot
+    finetune.check_data(src, cache, reads_text=True, grows=True)
 
     # Before any step: SRC's weights, its symbols' rows bit for bit, one row per new symbol.
     cfg = with_cache_settings(finetune.configure(load("tiny", FAST), src.cfg, src.path, FAST,
-                                                 "acoustic")[0], cache, set())[0]
+                                                 "model")[0], cache, set())[0]
     run = build_run(cfg, cache, with_batches=False)
     finetune.load(run, src)
     after, before = run.model.state_dict(), load_file(str(src.path))
