@@ -2,7 +2,11 @@
 lines, no call with more than 8 positional arguments. Read from the source with ast, so a long
 function or call written anywhere in myxtts/ fails here, named by file, line and size."""
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "myxtts"
 MAX_MODULE_LINES = 400
@@ -51,3 +55,13 @@ def test_no_module_function_or_call_over_its_limit():
     assert not over, "\n".join(f"myxtts/{m}:{line} {what}: {size}" for m, what, line, size in over)
     stale = ALLOWED - {f[:2] for f in found}
     assert not stale, f"within limits now, drop from ALLOWED: {sorted(stale)}"
+
+
+def test_no_import_cycles():
+    """The package's modules import each other one way (the shared import-cycle reader, where the
+    checkout has the project's shared tools beside it)."""
+    tool = PACKAGE.parent.parent / "shared" / "tools" / "import_cycles.py"
+    if not tool.is_file():
+        pytest.skip(f"{tool} is not beside this checkout")
+    done = subprocess.run([sys.executable, str(tool), str(PACKAGE)], capture_output=True, text=True)
+    assert done.returncode == 0 and "0 module cycles, 0 package cycles" in done.stdout, done.stdout
