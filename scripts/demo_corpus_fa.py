@@ -158,14 +158,7 @@ and too robotic for a voice worth shipping.
 
 ## Contents
 
-| | |
-|---|---|
-| utterances | {n_utts} |
-| speakers | {n_spk} ({per_spk} utterances each) |
-| total audio | {total_min:.1f} minutes ({total_s:.0f} s); clips {min_s:.1f}-{max_s:.1f} s, mean {mean_s:.1f} s |
-| audio format | FLAC, mono, 22050 Hz, 16-bit, peak-normalised to about -6 dBFS |
-| size | about {size_mb:.1f} MB |
-
+{contents}
 ```
 data/demo-fa/
   metadata.csv      ID|raw text|normalized text|speaker|language

@@ -439,6 +439,16 @@ def render_one(job: tuple[str, Voice, str, str]) -> dict:
 # Main
 # --------------------------------------------------------------------------- #
 
+# The contents table both corpora's READMEs share (filled in by write_readme).
+CONTENTS = """| | |
+|---|---|
+| utterances | {n_utts} |
+| speakers | {n_spk} ({per_spk} utterances each) |
+| total audio | {total_min:.1f} minutes ({total_s:.0f} s); clips {min_s:.1f}-{max_s:.1f} s, mean {mean_s:.1f} s |
+| audio format | FLAC, mono, 22050 Hz, 16-bit, peak-normalised to about -6 dBFS |
+| size | about {size_mb:.1f} MB |
+"""
+
 README_TEMPLATE = """# MyXTTS demo corpus
 
 A small multi-speaker English corpus bundled with MyXTTS so that the whole
@@ -450,14 +460,7 @@ CPU; too small and too robotic for a voice worth shipping.
 
 ## Contents
 
-| | |
-|---|---|
-| utterances | {n_utts} |
-| speakers | {n_spk} ({per_spk} utterances each) |
-| total audio | {total_min:.1f} minutes ({total_s:.0f} s); clips {min_s:.1f}-{max_s:.1f} s, mean {mean_s:.1f} s |
-| audio format | FLAC, mono, 22050 Hz, 16-bit, peak-normalised to about -6 dBFS |
-| size | about {size_mb:.1f} MB |
-
+{contents}
 ```
 data/demo/
   metadata.csv      ID|raw text|normalized text|speaker
@@ -594,12 +597,13 @@ def write_readme(corpus: Corpus, out: Path, rows: list[str], n_val: int, secs: n
            else f"`--setf duration_stretch={v.stretch}`; ")
         + v.description + " |"
         for v in corpus.voices)
-    readme = corpus.readme.format(
+    figures = dict(
         n_utts=len(rows), n_spk=len(corpus.voices), per_spk=UTTS_PER_SPEAKER,
         total_min=secs.sum() / 60, total_s=secs.sum(), min_s=secs.min(), max_s=secs.max(),
         mean_s=secs.mean(), size_mb=0.0, example="\n".join(rows[i] for i in (0, 1, UTTS_PER_SPEAKER)),
         val_per_spk=VAL_PER_SPEAKER, n_val=n_val, voice_rows=voice_rows, seed=SEED,
         pad_ms=int(TRIM_PAD_S * 1000), versions=tool_versions({v.engine for v in corpus.voices}))
+    readme = corpus.readme.format(contents=CONTENTS.format(**figures), **figures)
     (out / "README.md").write_text(readme, encoding="utf-8")
     total_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     readme = readme.replace("about 0.0 MB", f"about {total_bytes / 1e6:.1f} MB")

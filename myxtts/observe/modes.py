@@ -74,13 +74,13 @@ def compare(cfg, data: Path, device: torch.device, steps: int, *, selected: tupl
             say(f"  {name}: skipped ({reason})")
             continue
         if compile_mode != "off":
-            torch._dynamo.reset()  # each compiled mode compiles its own graphs from scratch
+            torch.compiler.reset()  # each compiled mode compiles its own graphs from scratch
         say(f"  {name}: precision {precision}, compile {compile_mode}"
             + (f" ({backend or 'inductor'})" if compile_mode != "off" else "") + " ...")
         results[name] = run_mode(sized, data, batches, steps, precision, compile_mode, backend)
         if save:  # what is finished survives a time limit
             save(summarise(head, results, run_precision))
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return summarise(head, results, run_precision)
 
 

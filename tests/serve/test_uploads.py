@@ -39,6 +39,16 @@ def upload(served, name="new-voice", data=None, filename="clip.wav", headers=Non
     return httpx.post(f"{served.url}/v1/audio/voices", files=parts, headers=headers, timeout=60)
 
 
+def assert_listed_and_speaks(served, name: str) -> None:
+    """The voice ``name`` is in the server's list, and a request in it comes back with sound."""
+    listed = httpx.get(f"{served.url}/v1/audio/voices", headers=served.headers()).json()["voices"]
+    assert name in [v["name"] for v in listed]
+    speech = httpx.post(f"{served.url}/v1/audio/speech", json={**SPEECH, "voice": name},
+                        headers=served.headers(), timeout=60)
+    wav, _ = sf.read(io.BytesIO(speech.content), dtype="float32")
+    assert np.abs(wav).max() > 1e-3
+
+
 def written(served) -> dict:
     """Every file under the test's folder (the run, its cache, the voices folder...) → its size."""
     return {str(p): p.stat().st_size for p in served.run.parent.rglob("*") if p.is_file() and p.suffix != ".log"}
@@ -99,12 +109,7 @@ def test_an_uploaded_voice_is_listed_speaks_and_survives_a_restart(served, tmp_p
     assert r.json() == {"name": "uploaded-mp3", "source": "uploaded", "reference_seconds": pytest.approx(3.0, abs=0.1)}
     assert sorted(p.name for p in (served.voices / "uploaded-mp3").iterdir()) == ["clip.mp3"]
     assert not (served.run.parent / "outside.mp3").exists()
-    listed = httpx.get(f"{served.url}/v1/audio/voices", headers=served.headers()).json()["voices"]
-    assert "uploaded-mp3" in [v["name"] for v in listed]
-    speech = httpx.post(f"{served.url}/v1/audio/speech", json={**SPEECH, "voice": "uploaded-mp3"},
-                        headers=served.headers(), timeout=60)
-    wav, _ = sf.read(io.BytesIO(speech.content), dtype="float32")
-    assert np.abs(wav).max() > 1e-3
+    assert_listed_and_speaks(served, "uploaded-mp3")
     again = upload(served, name="uploaded-mp3")
     assert again.status_code == 409
     # a second server on the same voices folder: the upload is one of its voice folders
@@ -152,10 +157,5 @@ def test_an_upload_racing_speech_requests_leaves_every_one_whole(served):
     for body in spoken:
         wav = np.frombuffer(body, dtype="<i2")
         assert wav.size > 2400 and np.abs(wav).max() > 30
-    listed = httpx.get(f"{served.url}/v1/audio/voices", headers=served.headers()).json()["voices"]
-    assert "raced" in [v["name"] for v in listed]
-    speech = httpx.post(f"{served.url}/v1/audio/speech", json={**SPEECH, "voice": "raced"},
-                        headers=served.headers(), timeout=60)
-    wav, _ = sf.read(io.BytesIO(speech.content), dtype="float32")
-    assert np.abs(wav).max() > 1e-3
+    assert_listed_and_speaks(served, "raced")
     assert served.health()["in_flight"] == 0 and "Traceback" not in served.log_text()
