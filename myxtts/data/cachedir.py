@@ -5,8 +5,8 @@
                                 means "complete"
     CACHE/index.json            one column per :class:`myxtts.data.format.Index` field over all utterances
     CACHE/report.json           what prepare kept and skipped, and why
-    CACHE/recipe.json           how prepare makes it (corpus, settings, chunks): a rerun resumes from it,
-                                ``cache verify --fix`` prepares broken parts again with it
+    CACHE/recipe.json           how prepare makes it (corpus, settings, chunks, --match's model): a rerun
+                                resumes from it, ``cache verify --fix`` prepares broken parts again with it
     CACHE/shards/NNNNN/         mel.npy (frames, n_mels) float16, tokens.npy (n,) int16,
                                 wav.npy (samples,) int16 [optional], shard.json (entries + sha256)
     CACHE/speaker_embeddings.npy    one speaker embedding per utterance (data/embeddings.py)

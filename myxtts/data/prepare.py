@@ -164,6 +164,7 @@ def _prepare(data, out, cfg, fmt, metadata, wav_dir, workers, shard, chunk_size,
               "wav_dir": str(Path(wav_dir).resolve()) if wav_dir else None}
     recipe = {"format_version": FORMAT_VERSION, "settings": settings_of(cfg), "config": cfg.to_dict(),
             "source": source, "chunk_size": chunk_size, "vocab": vocab.symbols,
+            "match": match.record() if match is not None else None,
             "corpus": hashlib.sha256("\n".join(f"{u.id}|{u.audio}|{u.speaker}|{''.join(s)}"
                                                # a corpus of one language hashes as before
                                                + (f"|{u.language}" if u.language != cfg.text.language else "")
@@ -361,6 +362,7 @@ def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
     if path is None:
         raise UserError(f"{cache}: no {CacheDir.RECIPE}; cannot tell how this cache was made. Prepare it again")
     recipe = json.loads(path.read_text())
+    match = Match.of_recipe(recipe, cache)  # before anything is deleted: it may refuse
     for name in broken:
         if CacheDir(cache).shard(name).is_dir():
             shutil.rmtree(CacheDir(cache).shard(name))
@@ -368,7 +370,7 @@ def repair(cache: Path, broken: set[str], workers: int = 1) -> dict | None:
     CacheDir(cache).embeddings.unlink(missing_ok=True)  # of the clips as they were: computed again on use
     src = recipe["source"]
     return prepare(src["root"], cache, from_dict(recipe["config"]), src["format"], src["metadata"],
-                   src["wav_dir"], workers=workers, chunk_size=recipe["chunk_size"])
+                   src["wav_dir"], workers=workers, chunk_size=recipe["chunk_size"], match=match)
 
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo"  # the corpus this repository bundles

@@ -44,6 +44,26 @@ class Match:
         """Text in ``language`` reads in the model's symbols (the same language, any accent)."""
         return language_of(language).name == language_of(self.language).name
 
+    def record(self) -> dict:
+        """What a cache's recipe keeps of it: the cache's vocabulary begins with the model's
+        ``symbols``, and the language it learnt them in (``cache verify --fix`` prepares again with it)."""
+        return {"symbols": len(self.vocab), "language": self.language}
+
+    @classmethod
+    def of_recipe(cls, recipe: dict, cache) -> Match | None:
+        """The match a cache was prepared with, from its recipe's vocabulary and :meth:`record`;
+        None for a plain cache. A recipe written before the match was recorded has none; its
+        vocabulary then tells: a plain one is sorted (:meth:`Vocabulary.build`), a matched one
+        cannot be rebuilt (UserError)."""
+        if recipe.get("match"):
+            return cls(Vocabulary(recipe["vocab"][:recipe["match"]["symbols"]]), recipe["match"]["language"])
+        rest = recipe.get("vocab", [])[2:]  # after padding and end of sentence
+        if "match" not in recipe and rest != sorted(rest):
+            raise UserError(f"{cache}: prepared with `myxtts prepare --match` before caches recorded "
+                            "the matched model, so it cannot be prepared again with its vocabulary; "
+                            "run that prepare command again into a new --out")
+        return None
+
 
 def text_pass(utts: list[Utterance], tp: TextProcessor, match: Match | None = None):
     """→ (kept [(utterance with its language set, symbols)], problems, unknown characters

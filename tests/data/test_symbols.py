@@ -9,9 +9,12 @@ import pytest
 from myxtts.cli import main
 from myxtts.config import load
 from myxtts.data.cache import Cache
+from myxtts.data.cachedir import CacheDir
 from myxtts.data.corpus import read_corpus
 from myxtts.data.prepare import prepare
+from myxtts.data.symbols import Match
 from myxtts.data.verify import verify
+from myxtts.text import EOS, PAD, Vocabulary
 
 LJ = Path(__file__).parent.parent / "fixtures" / "ljspeech"
 CHARS = ["text.mode=characters"]  # the readers alone: what a language changes before espeak-ng
@@ -119,3 +122,42 @@ def test_a_cache_prepared_before_languages_reads_as_one_of_its_text_language(tmp
     cache = Cache(tmp_path / "c")
     assert cache.languages == ["en-gb"] and {cache.language(i) for i in range(len(cache))} == {"en-gb"}
     assert verify(tmp_path / "c") == []
+
+
+def _ids(cache: Cache) -> dict:
+    return {cache.index.id[i]: cache.tokens(i).tolist() for i in range(len(cache))}
+
+
+def test_cache_verify_fix_mends_a_matched_cache_with_its_own_vocabulary(tmp_path, capsys):
+    """A ``prepare --match`` cache: the model's symbols first, the new language's appended, and
+    the model's language read in its symbols (no 'h': 'three' is skipped). --fix prepares the
+    damaged shard again with that vocabulary, not one built from the corpus."""
+    _ljspeech(tmp_path / "corpus")
+    model = Match(Vocabulary([PAD, EOS] + list(" .abcdefgiknoprstuwz")), "en-us")
+    cache = tmp_path / "c"
+    report = prepare(tmp_path / "corpus", cache, load(None, CHARS), chunk_size=1, progress=False,
+                     match=model)
+    before = Cache(cache)
+    assert [s["id"] for s in report["skipped"]] == ["u0"]  # 'three books.' in the model's language
+    assert before.vocab.symbols[:len(model.vocab)] == model.vocab.symbols
+    assert before.vocab.symbols != Vocabulary.build(before.vocab.symbols).symbols  # not a plain one
+    damaged = CacheDir(cache).shard_array(CacheDir.shard_name(0), "tokens")  # the Persian row's shard
+    data = bytearray(damaged.read_bytes())
+    data[-2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    assert verify(cache) == [("00000", "tokens.npy checksum mismatch (corrupted)")]
+
+    assert main(["cache", "verify", str(cache), "--fix", "--workers", "1"]) == 0
+    assert "repaired, OK" in capsys.readouterr().out
+    after = Cache(cache)
+    assert after.vocab == before.vocab and _ids(after) == _ids(before)
+
+    # A cache prepared with --match before its recipe recorded the model: one line, nothing deleted.
+    recipe = json.loads((cache / "recipe.json").read_text())
+    del recipe["match"]
+    (cache / "recipe.json").write_text(json.dumps(recipe))
+    damaged.write_bytes(bytes(data))
+    assert main(["cache", "verify", str(cache), "--fix", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "before caches recorded the matched model" in err
+    assert damaged.read_bytes() == bytes(data) and verify(cache)[0][0] == "00000"
