@@ -92,12 +92,16 @@ def documented_lines(path: Path) -> list[str]:
     return [c.strip() for c in lines + spans if _command_words(c)]
 
 
+def commands_table(markdown: str) -> str:
+    """The README's section "## Commands", its table of commands."""
+    return markdown.split("\n## Commands", 1)[1].split("\n## ", 1)[0]
+
+
 def table_commands(markdown: str) -> list[str]:
     """The commands of the README's table under "## Commands": the code spans of each row's
     first cell (`myxtts monitor`, `profile`, ... name one command each)."""
-    section = markdown.split("\n## Commands", 1)[1].split("\n## ", 1)[0]
     names = []
-    for row in section.splitlines():
+    for row in commands_table(markdown).splitlines():
         if not row.startswith("| `"):
             continue
         first_cell = re.split(r"(?<!\\)\|", row)[1]
@@ -106,10 +110,13 @@ def table_commands(markdown: str) -> list[str]:
     return names
 
 
-# The train row documents its second stage in words ("`--stage vocoder` for its vocoder"); it
-# runs right after the first, whose cache it shares.
-STAGES = {"train": ["train --stage vocoder"]}
-DOCUMENTED = [c for name in table_commands(README.read_text(encoding="utf-8")) for c in [name, *STAGES.get(name, [])]]
+# A row's variants that run as rows of their own, where the table names them: the train row's
+# second stage ("`--stage vocoder` for the vocoder", run right after the first, whose cache it
+# shares) and the demo's other corpus.
+VARIANTS = {"train": ["--stage vocoder"], "demo": ["--language fa"]}
+TABLE = commands_table(README.read_text(encoding="utf-8"))
+DOCUMENTED = [c for name in table_commands(README.read_text(encoding="utf-8")) for c in
+              [name, *(f"{name} {v}" for v in VARIANTS.get(name, []) if v in TABLE)]]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -521,6 +528,16 @@ def _demo(w: World, tmp: Path) -> None:
     assert f"audio through {out / 'run' / 'vocoder'}" in r.stdout  # demo.wav went through it
     assert (out / "run" / "checkpoints" / "step-00000001").is_dir() and (out / "cache" / "meta.json").is_file()
     assert "where the time went (whole demo)" in r.stdout and f"wrote {out / 'demo.wav'}" in r.stdout
+
+
+@row("demo --language fa")
+def _demo_fa(w: World, tmp: Path) -> None:
+    out = tmp / "demo"
+    r = ok(myxtts("demo", "--language", "fa", "--steps", "1", "--out", out))
+    has_sound(out / "demo.wav")
+    assert set(json.loads((out / "demo_timings.json").read_text())) == {"prepare", "train", "synthesize"}
+    assert "300 utterances" in r.stdout + r.stderr and "reference voice: spk2-" in r.stdout
+    assert yaml.safe_load((out / "run" / "config.yaml").read_text())["text"]["language"] == "fa"
 
 
 def test_every_documented_command_has_a_run_here():
