@@ -149,9 +149,10 @@ def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0) -> l
 
 
 class Listener:
-    """The judges: a recogniser for each language heard, a speaker encoder and DNSMOS, each
-    loaded once, when first needed (the eval extra). ``asr_model``: one model directory for
-    every language instead of each language's own (:mod:`myxtts.evaluate.asr`)."""
+    """The judges: a recogniser for each language heard (loaded when its language is first
+    asked for), a speaker encoder and DNSMOS, each loaded once (the eval extra). ``asr_model``:
+    one model directory for every language instead of each language's own
+    (:mod:`myxtts.evaluate.asr`)."""
 
     def __init__(self, asr_model: str | Path | None = None, threads: int = 0):
         require()
