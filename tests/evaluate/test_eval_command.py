@@ -11,11 +11,13 @@ from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.prepare import prepare
 from myxtts.errors import UserError
+from myxtts.evaluate import metrics
 from myxtts.evaluate.evaluation import DNSMOS, NEW_TEXT, ZERO_SHOT, plan, plan_texts
 from myxtts.models.checkpoint import read_metadata, trained_voices
 from myxtts.rundir import RunDir, resolve_checkpoint
+from myxtts.text import phonemes_missing
 
-from .conftest import LJ, ROOT, train_tiny
+from .conftest import FA, LJ, ROOT, multilingual_missing, train_tiny
 
 
 def _records(run):
@@ -195,3 +197,37 @@ def test_a_cache_of_two_languages_is_scored_in_each_and_over_all():
     one = summarize(rows[:1], load("tiny"))
     assert one["languages"] == ["en-us"] and "by_language" not in one
     assert dict(language_lines(one)) == {"language": "en-us"}
+
+
+def test_eval_hears_a_persian_cache_with_the_multilingual_recogniser_and_scores_it_in_persian(tmp_path, capsys):
+    """An untrained Persian model (what it says is babble): the recording is what the test reads,
+    heard by Whisper base in Persian and scored by the Persian normaliser (its ZWNJ a boundary)."""
+    from tests.export.conftest import save_run
+
+    if phonemes_missing() or multilingual_missing():
+        pytest.skip(phonemes_missing() or multilingual_missing())
+    corpus, held_out = tmp_path / "fa", "spk1-0098"  # "آنها ساعت شش عصر به باغ می‌روند."
+    (corpus / "wavs").mkdir(parents=True)
+    rows = {line.split("|")[0]: line for line in (FA / "metadata.csv").read_text(encoding="utf-8").splitlines()}
+    chosen = ["spk1-0001", "spk2-0001", held_out]
+    for uid in chosen:
+        shutil.copy(FA / "wavs" / f"{uid}.flac", corpus / "wavs")
+    (corpus / "metadata.csv").write_text("".join(rows[u] + "\n" for u in chosen), encoding="utf-8")
+    (corpus / "val.txt").write_text(held_out + "\n")
+    cfg = load("tiny", ["text.language=fa"])
+    prepare(corpus, tmp_path / "cache", cfg, progress=False)
+    run = save_run(tmp_path / "run", cfg, Cache(tmp_path / "cache").vocab)
+    assert cli.main(["eval", "--checkpoint", str(run), "--data", str(tmp_path / "cache"),
+                     "--out", str(tmp_path / "eval")]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text(encoding="utf-8"))
+    assert report["languages"] == ["fa"] and list(report["asr"]) == ["fa"]  # English's model not asked for
+    assert report["asr"]["fa"].endswith("whisper-base (beam 5, language fa)")
+    assert "speech recogniser, fa" in printed and "whisper-base (beam 5, language fa)" in printed
+    (row,) = report["per_sentence"]
+    text, heard = row["text"], row["transcript_ground_truth"]
+    assert "\u200c" in text and any("\u0600" <= c <= "\u06ff" for c in heard)  # heard in Persian letters
+    assert report["cer_ground_truth"] == pytest.approx(metrics.cer([text], [heard], "fa"))
+    assert report["cer_ground_truth"] < 0.9  # heard, if weakly: silence or English letters score 1 or more
+    assert report["cer_ground_truth"] != pytest.approx(metrics.cer([text], [heard], "en-us"))
+    assert row["cer"] == pytest.approx(metrics.char_errors(text, row["transcript"], "fa").rate)
