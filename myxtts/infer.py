@@ -170,10 +170,17 @@ class Synthesizer:
     @property
     def languages(self) -> list[str]:
         """The languages this model speaks (espeak-ng codes), the first its own: the one list every
-        way out (``synthesize --language``, ``eval``, ``serve``, ``export``) asks. A model reads the
-        one language it was trained on (``text.language``) today; a model that reads several
-        extends this list."""
-        return [self.cfg.text.language]
+        way out (``synthesize --language``, ``eval``, ``serve``, ``export``) asks. Its own is its
+        ``text.language`` where it speaks that, else the first of its table."""
+        table = list(getattr(self.model, "languages", ())) or [self.cfg.text.language]
+        own = self.cfg.text.language if self.cfg.text.language in table else table[0]
+        return [own] + [code for code in table if code != own]
+
+    def language_row(self, code: str | None = None) -> int | None:
+        """The row of the model's language table that :meth:`language` ``code`` is read with;
+        None for a model of one language, which has no table."""
+        table = list(getattr(self.model, "languages", ()))
+        return table.index(self.language(code)) if len(table) > 1 else None
 
     def language(self, code: str | None = None) -> str:
         """``code`` where the model speaks it, else the model's own language (None); one line
@@ -217,14 +224,18 @@ class Synthesizer:
 
     # ------------------------------------------------------------------------ ids → audio
     def speak_ids(self, ids: list[tuple[int, ...]], voice, *, seed: int = 0, speed: float = 1.0,
-                  batch_size: int = 1, vocode: bool = True) -> list[Spoken]:
+                  batch_size: int = 1, vocode: bool = True, language=None) -> list[Spoken]:
         """Sentences of ids (from :meth:`encode`) in ``voice`` (see :meth:`reference`; or a list,
-        one per sentence) at ``speed`` → one :class:`~myxtts.speak.Spoken` each
+        one per sentence) at ``speed``, read as ``language`` (a code, or a list of one per
+        sentence; None: the model's own) → one :class:`~myxtts.speak.Spoken` each
         (:func:`myxtts.speak.speak_ids`); ``vocode`` False leaves the audio to the caller (the
         server vocodes in pieces as it streams)."""
         refs = [self.reference(v) for v in voice] if isinstance(voice, list) else self.reference(voice)
+        codes = language if isinstance(language, list) else [language] * len(ids)
+        rows = [self.language_row(code) for code in codes]
         return speak.speak_ids(self.model, self.cfg, ids, refs, self.to_wave if vocode else None,
-                               seed=seed, batch_size=batch_size, speed=speed)
+                               seed=seed, batch_size=batch_size, speed=speed,
+                               languages=None if None in rows else rows)
 
     @property
     def pause(self) -> np.ndarray:
@@ -241,7 +252,8 @@ class Synthesizer:
             raise ValueError(f"{len(texts)} texts but {len(refs)} voices")
         parts = [(i, s) for i, t in enumerate(texts) for s in self.sentences(t, language)]
         ids = [self.encode(s, language, normalized=True) for _, s in parts]
-        spoken = self.speak_ids(ids, [refs[i] for i, _ in parts], seed=seed, speed=speed, batch_size=batch_size)
+        spoken = self.speak_ids(ids, [refs[i] for i, _ in parts], seed=seed, speed=speed, batch_size=batch_size,
+                                language=language)
         results = []
         for i, text in enumerate(texts):
             mine = [sp for (owner, _), sp in zip(parts, spoken) if owner == i]

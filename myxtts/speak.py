@@ -171,7 +171,8 @@ def _batch(refs: list[Reference], n_mels: int) -> tuple[torch.Tensor, torch.Tens
 
 @torch.no_grad()
 def speak_ids(model, cfg, ids: list[tuple[int, ...]], references: Reference | list[Reference],
-              to_wave: ToWave | None, *, seed: int = 0, batch_size: int = 1, speed: float = 1.0) -> list[Spoken]:
+              to_wave: ToWave | None, *, seed: int = 0, batch_size: int = 1, speed: float = 1.0,
+              languages: list[int] | None = None) -> list[Spoken]:
     """Token ids (each a sentence read by the run's text front end, end of sentence included),
     in its reference's voice (one for all, or one each) → one :class:`Spoken` each, in order.
 
@@ -179,7 +180,8 @@ def speak_ids(model, cfg, ids: list[tuple[int, ...]], references: Reference | li
     latency in ``seconds_taken``. ``speed`` > 1 speaks faster: the duration decoder's predicted
     durations are divided by it (the autoregressive decoder has none to scale). ``to_wave`` None
     leaves ``wav`` None, for a caller that turns the mel into audio itself (the server, in
-    pieces as it streams)."""
+    pieces as it streams). ``languages``: each sentence's row of the language table, for a model
+    of several languages (None for one of one)."""
     refs = references if isinstance(references, list) else [references] * len(ids)
     if len(refs) != len(ids):
         raise ValueError(f"{len(ids)} sentences but {len(refs)} references")
@@ -190,18 +192,22 @@ def speak_ids(model, cfg, ids: list[tuple[int, ...]], references: Reference | li
     out: list = [None] * len(ids)
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
+        rows = None if languages is None else torch.tensor([languages[i] for i in idx])  # (B,)
         for i, spoken in zip(idx, _decode_batch(model, cfg, [ids[i] for i in idx], [refs[i] for i in idx],
-                                                to_wave, seed, speed)):
+                                                to_wave, seed, speed, rows)):
             out[i] = spoken
     return out
 
 
 def _decode_batch(model, cfg, ids: list[tuple[int, ...]], refs: list[Reference], to_wave: ToWave | None,
-                  seed: int, speed: float) -> list[Spoken]:
+                  seed: int, speed: float, languages: torch.Tensor | None) -> list[Spoken]:
     """One batch of :func:`speak_ids`: a fresh CPU generator seeded with ``seed`` (the same
     output on any device), so a sentence spoken in a batch of one is always the same."""
     device = next(model.parameters()).device
-    pace = {"speed": speed} if speed != 1.0 else {}  # passed only when asked: stand-in models lack it
+    # passed only when asked: stand-in models lack them
+    asked = {"speed": speed} if speed != 1.0 else {}
+    if languages is not None:
+        asked["language"] = languages.to(device)  # (B,)
     tokens = torch.zeros(len(ids), max(len(x) for x in ids), dtype=torch.long)  # (B, Tt)
     for j, x in enumerate(ids):
         tokens[j, :len(x)] = torch.tensor(x)
@@ -213,7 +219,7 @@ def _decode_batch(model, cfg, ids: list[tuple[int, ...]], refs: list[Reference],
     t0 = time.perf_counter()
     mel, lens, attn = model.generate(  # (B, T, M), (B,), (B, T / r, Tt)
         tokens.to(device), torch.tensor([len(x) for x in ids], device=device),
-        ref_mel.to(device), ref_lens.to(device), generator=gen, **pace, **cond)
+        ref_mel.to(device), ref_lens.to(device), generator=gen, **asked, **cond)
     r, cap = cfg.model.reduction, cfg.model.max_decoder_steps
     made = []
     for j, x in enumerate(ids):

@@ -5,6 +5,7 @@ the per-utterance columns (lengths, speaker, language, split), typed.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,18 @@ class Cache:
         """(n_samples,) int16; divide by 32768 for [-1, 1]."""
         o = self.index.wav_offset[i]
         return self._arrays("wav")[self.index.shard[i]][o:o + self.index.n_samples[i]]
+
+    def number_languages(self, table: list[str]) -> None:
+        """Read utterances' languages as rows of ``table`` (a model's language table, which holds
+        every language of this cache and may hold more: a model that learns a new language keeps
+        the rows of those it knew), so the batches' ``language`` is what the model reads."""
+        lacking = [lang for lang in self.languages if lang not in table]
+        if lacking:
+            raise UserError(f"{self.path}: utterances in {', '.join(lacking)}, which the model's "
+                            f"languages ({', '.join(table)}) lack")
+        rows = np.array([table.index(lang) for lang in self.languages], dtype=self.index.language.dtype)
+        self.index = dataclasses.replace(self.index, language=rows[self.index.language])
+        self.languages = list(table)
 
     def language(self, i: int) -> str:
         """The language utterance ``i`` was read in (an espeak-ng code)."""

@@ -113,7 +113,14 @@ class BatchBuilder(Dataset):
         emb = self.speaker_embeddings
         return [("tokens", torch.int64, (B, Tt))] + self.features.layout(B, Tm, self.ref_len) + \
             [(k, torch.int64, (B,)) for k in ("token_lens", "mel_lens", "ref_lens", "speaker", "index")] + \
+            ([("language", torch.int64, (B,))] if self.several_languages else []) + \
             ([("ref_emb", torch.float32, (B, emb.shape[1]))] if emb is not None else [])
+
+    @property
+    def several_languages(self) -> bool:
+        """Whether the batches carry each sentence's language: for a model with a language table,
+        whose rows the cache's languages are numbered as (:meth:`Cache.number_languages`)."""
+        return len(self.cache.languages) > 1
 
     def __getitem__(self, plan: BatchPlan):
         try:
@@ -146,6 +153,8 @@ class BatchBuilder(Dataset):
         for key, value in (("token_lens", n_tokens), ("ref_lens", ref_lens),
                            ("speaker", c.index.speaker[idx]), ("index", idx)):
             out[key].numpy()[:] = value
+        if self.several_languages:
+            out["language"].numpy()[:] = c.index.language[idx]
         if self.speaker_embeddings is not None:
             out["ref_emb"].numpy()[:] = self.speaker_embeddings[ref]  # (B, 256): the whole reference clip's
         return SlotRef(plan) if in_ring else Batch(plan, out)

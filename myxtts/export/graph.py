@@ -33,14 +33,15 @@ from myxtts.vocode import pad_and_cut
 
 class PiperGraph(nn.Module):
     def __init__(self, model, vocoder: nn.Module, latents: torch.Tensor, id_to_token: torch.Tensor,
-                 min_frames: int, hop: int):
+                 min_frames: int, hop: int, language: int | None = None):
         """``model``: a trained XTTS with the duration decoder; ``vocoder``: mel (B, T, M) → wav
         (B, T * hop) in exportable operators; ``latents`` (S, K, d) per speaker; ``id_to_token``
-        (num_symbols,) long: Piper id → model token id, negative for an id to drop."""
+        (num_symbols,) long: Piper id → model token id, negative for an id to drop; ``language``:
+        the row of the model's language table every sentence is read with (None: it has none)."""
         super().__init__()
         self.text_encoder, self.decoder, self.vocoder = model.text_encoder, model.decoder, vocoder
         self.max_frames = model.cfg.max_decoder_steps * model.cfg.reduction
-        self.min_frames, self.hop = min_frames, hop
+        self.min_frames, self.hop, self.language = min_frames, hop, language
         self.register_buffer("latents", latents)
         self.register_buffer("id_to_token", id_to_token)
 
@@ -61,7 +62,8 @@ class PiperGraph(nn.Module):
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, scales: torch.Tensor,
                 sid: torch.Tensor | None = None):
         tokens, token_lens, order = self.tokens(ids, lengths)
-        text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
+        language = None if self.language is None else torch.full_like(token_lens, self.language)  # (B,)
+        text, text_mask = self.text_encoder(tokens, token_lens, language)  # (B, Tt, d), (B, Tt)
         lat = self.latents[sid] if sid is not None else self.latents[:1].expand(ids.shape[0], -1, -1)  # (B, K, d)
         mel, lens, dur, _ = self.decoder.decode_at_pace(text, lat, text_mask, scales[1], self.max_frames)
         t = lens.max()

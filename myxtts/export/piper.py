@@ -98,11 +98,14 @@ def load_run(checkpoint, vocoder, step: int | None, say) -> Synthesizer:
     return synth
 
 
-def build_graph(model, cfg, to_wave, latents: torch.Tensor, pmap: PhonemeMap) -> PiperGraph:
+def build_graph(model, cfg, to_wave, latents: torch.Tensor, pmap: PhonemeMap,
+                language: int | None = None) -> PiperGraph:
+    """``language``: the row of the model's language table the voice speaks (a Piper voice
+    speaks one language, the one its file names), None for a model of one language."""
     a = cfg.audio
     vocoder = ExportableVocoder(to_wave.vocoder, a.n_fft, a.hop_length).eval()
     return PiperGraph(model, vocoder, latents, pmap.table(), vocode.min_frames(a),
-                      a.hop_length).eval()
+                      a.hop_length, language).eval()
 
 
 def write_onnx(graph: PiperGraph, path: Path, speakers: int) -> None:
@@ -186,7 +189,7 @@ def export(checkpoint, out, data=None, voices: list[str] = (), vocoder=None, ste
         raise UserError(f"voice name {dup[0]!r} is given twice; each voice needs a name of its own")
     pmap = build(symbols)
     latents = torch.stack([speak.with_latents(model, v.reference).latents for v in chosen])  # (S, K, d)
-    graph = build_graph(model, cfg, to_wave, latents, pmap)
+    graph = build_graph(model, cfg, to_wave, latents, pmap, synth.language_row())
     write_onnx(graph, out, len(chosen))
     config_path = out.with_name(out.name + ".json")
     weights, why = synth.weights, synth.why

@@ -4,7 +4,7 @@ The tensors are the module's ``state_dict``; the safetensors header metadata (al
 everything needed to rebuild the module and use it:
 
     format          "myxtts"            (what makes a file a MyXTTS checkpoint)
-    format_version  "6"                 (bumped when the layout or maths changes incompatibly;
+    format_version  "7"                 (bumped when the layout or maths changes incompatibly;
                                          :data:`READABLE` lists the versions still read)
     kind            "acoustic" | "vocoder"
     config          the full Config as YAML (audio, text, model, vocoder, ...)
@@ -12,6 +12,8 @@ everything needed to rebuild the module and use it:
     step            training step, or ""
     myxtts_version  the package version that wrote it
     speakers        the voices an acoustic model trained on, as JSON (absent in older files)
+    languages       the languages an acoustic model speaks, as JSON: its language table's rows
+                    in order where it has one (absent in older files: one, ``text.language``)
 
 Writes are atomic (:func:`myxtts.files.atomic_write`), so a crash mid-save never leaves a
 truncated checkpoint where a good one was.
@@ -38,7 +40,7 @@ from myxtts.errors import UserError
 from myxtts.files import atomic_write
 
 FORMAT = "myxtts"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 # Versions each kind can still be read at. Version 2 changed the acoustic model's norms from
 # RMSNorm to LayerNorm: same tensor names and shapes, other maths, so version-1 acoustic
 # weights would load without an error and compute something else. Version 3 replaced the
@@ -48,8 +50,10 @@ FORMAT_VERSION = 6
 # ``model.ref_self_keys`` (default off): acoustic files before it have no such setting and
 # their resamplers' latents all attended to themselves. Version 6 added ``vocoder.magnitude_prior``
 # (default on): vocoder files before it predicted the whole log-magnitude. ``model.frame_kernel``
-# came without a version: acoustic files that do not name it convolved over 3 frames.
-READABLE = {"acoustic": {"2", "3", "4", "5", "6"}, "vocoder": {"3", "4", "5", "6"}}
+# came without a version: acoustic files that do not name it convolved over 3 frames. Version 7
+# added ``languages`` (and, for several, the text encoder's language table): acoustic files before
+# it speak one language, their ``text.language`` (:func:`spoken_languages`), and compute as they did.
+READABLE = {"acoustic": {"2", "3", "4", "5", "6", "7"}, "vocoder": {"3", "4", "5", "6", "7"}}
 KINDS = ("acoustic", "vocoder")
 
 
@@ -84,6 +88,9 @@ def save_model(path, model: nn.Module, cfg: Config, vocab_symbols: list[str],
     }
     if speakers is not None:
         meta["speakers"] = json.dumps(list(speakers), ensure_ascii=False)
+    if kind == "acoustic":  # the model's table, or the one language its text front end reads
+        spoken = list(getattr(_unwrap(model), "languages", ())) or [cfg.text.language]
+        meta["languages"] = json.dumps(spoken, ensure_ascii=False)
     with atomic_write(path) as tmp:
         save_file(state, str(tmp), metadata=meta)
     return path
@@ -121,11 +128,18 @@ def trained_voices(meta: dict) -> list[str] | None:
     return json.loads(meta["speakers"]) if meta.get("speakers") else None
 
 
-def build_model(kind: str, cfg: Config, n_vocab: int) -> nn.Module:
-    """An untrained module of the given kind, shaped by ``cfg``."""
+def spoken_languages(meta: dict, cfg: Config) -> list[str]:
+    """The languages an acoustic model file speaks, in its table's order; a file written before
+    files listed them speaks one, the ``text.language`` its text front end reads."""
+    return json.loads(meta["languages"]) if meta.get("languages") else [cfg.text.language]
+
+
+def build_model(kind: str, cfg: Config, n_vocab: int, languages: list[str] | tuple = ()) -> nn.Module:
+    """An untrained module of the given kind, shaped by ``cfg`` (and, for an acoustic model,
+    the ``languages`` of its table)."""
     if kind == "acoustic":
         from myxtts.models.xtts import XTTS
-        return XTTS(cfg.model, n_vocab, cfg.audio.n_mels)
+        return XTTS(cfg.model, n_vocab, cfg.audio.n_mels, languages)
     from myxtts.models.vocoder import build_generator
     return build_generator(cfg)
 
@@ -180,6 +194,7 @@ def load_model(path, device="cpu"):
     meta: as :func:`describe` gives it."""
     path = Path(path)
     cfg, vocab, meta = describe(path)
-    model = build_model(meta["kind"], cfg, len(vocab))
+    languages = spoken_languages(meta, cfg) if meta["kind"] == "acoustic" else ()
+    model = build_model(meta["kind"], cfg, len(vocab), languages)
     _load_state(model, path, device)
     return model.to(device).eval(), cfg, vocab, meta

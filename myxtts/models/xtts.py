@@ -14,6 +14,10 @@ With ``model.speaker_embedding=ge2e`` the latents end with the reference's GE2E 
 (:mod:`myxtts.speaker_encoder`, frozen, computed outside the model) projected to d: XTTS's speaker
 embedding beside its perceiver latents, so a voice is placed by an encoder that heard thousands.
 The decoders read the latents as they come, K or K+1 (K below).
+A model of several languages (``languages``, the codes of its language table's rows) adds each
+sentence's language to its text (:class:`~myxtts.models.text_encoder.TextEncoder`): batches and
+``generate`` then carry ``language`` (B,), a row of that table. The voice comes from the reference
+alone, so a voice speaks any language of the model (cross-lingual cloning).
 
 - ``forward(mel, memory, mem_mask, mel_lens, token_lens, n_text)`` → dict of training outputs:
   mel_pre, mel_post (B, Tm, M) raw log-mel and attn (B, Tm/r, Tt), plus the decoder's own.
@@ -34,6 +38,7 @@ decoder's hard alignment at the same step rate.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -55,13 +60,15 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
 
 
 class XTTS(nn.Module):
-    def __init__(self, cfg: ModelConfig, n_vocab: int, n_mels: int):
+    def __init__(self, cfg: ModelConfig, n_vocab: int, n_mels: int, languages: Sequence[str] = ()):
+        """``languages``: the codes the language table's rows stand for, in order; one or none
+        (a model of one language, as every model before languages) builds no table."""
         super().__init__()
         if cfg.speaker_embedding not in ("none", "ge2e"):  # auto resolves before a model is built
             raise ValueError(f"model.speaker_embedding={cfg.speaker_embedding!r}: resolve it first "
                              "(myxtts.speaker_encoder.resolve_setting)")
-        self.cfg, self.n_vocab, self.n_mels = cfg, n_vocab, n_mels
-        self.text_encoder = TextEncoder(cfg, n_vocab)
+        self.cfg, self.n_vocab, self.n_mels, self.languages = cfg, n_vocab, n_mels, tuple(languages)
+        self.text_encoder = TextEncoder(cfg, n_vocab, len(self.languages))
         self.ref_encoder = ReferenceEncoder(cfg, n_mels)
         self.speaker_proj = nn.Linear(SPEAKER_DIM, cfg.d_model) if cfg.speaker_embedding == "ge2e" else None
         self.decoder = DECODERS[cfg.decoder](cfg, n_mels)
@@ -91,11 +98,12 @@ class XTTS(nn.Module):
                 nn.init.zeros_(module.fc1.bias)
 
     # ------------------------------------------------------------------------ conditioning
-    def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None, ref_emb=None):
+    def encode(self, tokens, token_lens, ref_mel, ref_lens, latents=None, ref_emb=None, language=None):
         """→ memory (B, Tt+K, d), memory mask (B, Tt+K) bool. ``latents`` (B, K, d): the
         references' conditioning computed before (:meth:`voice_latents`), in place of encoding
-        ``ref_mel`` (and ``ref_emb`` (B, 256), its GE2E embedding) again."""
-        text, text_mask = self.text_encoder(tokens, token_lens)  # (B, Tt, d), (B, Tt)
+        ``ref_mel`` (and ``ref_emb`` (B, 256), its GE2E embedding) again. ``language`` (B,):
+        each sentence's row of the language table, for a model of several languages."""
+        text, text_mask = self.text_encoder(tokens, token_lens, language)  # (B, Tt, d), (B, Tt)
         if latents is not None:
             memory = torch.cat([text, latents.to(text.dtype)], dim=1)  # (B, Tt+K, d)
             return memory, torch.cat([text_mask, text_mask.new_ones(latents.shape[:2])], dim=1)
@@ -106,7 +114,8 @@ class XTTS(nn.Module):
 
     # ------------------------------------------------------------------------ training
     def forward(self, batch: dict) -> dict:
-        """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens (see data.loader) →
+        """batch: tokens, token_lens, mel, mel_lens, ref_mel, ref_lens, and language for a model
+        of several languages (see data.dataset) →
         mel_pre, mel_post (B, Tm, M), attn (B, Tm/r, Tt), and stop_logits (B, Tm/r)
         (autoregressive) or log_dur, dur (B, Tt), align_logp (B, Tm, Tt) (duration decoder);
         voice (B, d), the conditioning latents' mean, and heard (B,), rows whose reference was
@@ -118,7 +127,7 @@ class XTTS(nn.Module):
             drop = torch.rand(ref_lens.shape, device=ref_lens.device) < self.cfg.ref_dropout
             ref_lens = torch.where(drop, torch.zeros_like(ref_lens), ref_lens)
         memory, mask = self.encode(tokens, batch["token_lens"], batch["ref_mel"],
-                                   ref_lens, ref_emb=batch.get("ref_emb"))
+                                   ref_lens, ref_emb=batch.get("ref_emb"), language=batch.get("language"))
         out = self.decoder(batch["mel"], memory, mask, batch["mel_lens"], batch["token_lens"],
                            tokens.shape[1])
         out["voice"] = memory[:, tokens.shape[1]:].mean(dim=1)  # (B, d): the latents' mean
@@ -169,7 +178,7 @@ class XTTS(nn.Module):
     @torch.no_grad()
     def generate(self, tokens, token_lens, ref_mel, ref_lens, max_steps=None,
                  stop_threshold=None, generator: torch.Generator | None = None, speed: float = 1.0,
-                 latents=None, ref_emb=None):
+                 latents=None, ref_emb=None, language=None):
         """Synthesis of a batch of sentences, each ending on its own: on its stop token
         (autoregressive, KV-cached; a stop counts only once the sentence's alignment has reached
         mel_decoder.MIN_PROGRESS of its text) or after its predicted durations. → mels (B, T, M)
@@ -179,11 +188,13 @@ class XTTS(nn.Module):
         decoder steps is cut there (its length says so). ``speed`` divides the duration decoder's
         predicted durations (faster speech); only that decoder takes one other than 1.
         ``latents`` (B, K, d): the references' conditioning, computed before; ``ref_emb``
-        (B, 256): the references' speaker embeddings, for a model conditioned on them."""
+        (B, 256): the references' speaker embeddings, for a model conditioned on them;
+        ``language`` (B,): each sentence's row of the language table, for a model of several."""
         was_training = self.training
         self.eval()
         try:
-            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens, latents, ref_emb)  # (B, Tt+K, d)
+            memory, mask = self.encode(tokens, token_lens, ref_mel, ref_lens,  # (B, Tt+K, d)
+                                       latents, ref_emb, language)
             return self.decoder.generate(
                 memory, mask, token_lens, tokens.shape[1], max_steps or self.cfg.max_decoder_steps,
                 self.cfg.stop_threshold if stop_threshold is None else stop_threshold, generator, speed)

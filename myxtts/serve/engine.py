@@ -50,6 +50,7 @@ class Busy(Exception):
 class Sentence:
     text: str  # normalised
     ids: tuple[int, ...]  # the tokens it is read as, end of sentence included
+    language: str | None = None  # the language they are read in (None: the model's own)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Engine:
         with self.text_lock:
             for s in self.synth.sentences(text, language):
                 if any(c.isalnum() for c in s):
-                    out.append(Sentence(s, self.synth.encode(s, language, normalized=True)))
+                    out.append(Sentence(s, self.synth.encode(s, language, normalized=True), language))
         if not out:
             raise UserError(f"{field_name} has nothing speakable: {echo(text)}")
         return out
@@ -220,7 +221,8 @@ class Engine:
             group = [(j, t) for j, t in starting if j.speed == speed]
             try:  # no text is read here: requests go on checking theirs while this decodes
                 spoken = s.speak_ids([t.ids for _, t in group], [j.voice.reference for j, _ in group],
-                                     speed=speed, batch_size=self.max_batch, vocode=False)
+                                     speed=speed, batch_size=self.max_batch, vocode=False,
+                                     language=[t.language for _, t in group])
             except Exception as e:  # one bad batch must not stop the server
                 self.log(f"error: speaking {len(group)} sentence(s) failed: {type(e).__name__}: {e}")
                 for j, _ in group:

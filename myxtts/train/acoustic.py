@@ -48,8 +48,10 @@ def build(s: Setup) -> dict:
     they train; the step around it (DDP-wrapped, compiled as the plan says); the batches."""
     cfg, device = s.cfg, s.device
     cache = Cache(s.data, expect=cfg)
+    languages = finetune.languages_spoken(s.plan.init_from, cache)
+    cache.number_languages(languages)  # the batches' language: a row of the model's table
     run_on_host(host_copies(cfg))
-    core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels).to(device)
+    core = XTTS(cfg.model, len(cache.vocab.symbols), cfg.audio.n_mels, languages).to(device)
     if cfg.train.recompute:
         recompute_blocks(core)
     finetune.freeze(core, cfg.train.freeze)

@@ -22,7 +22,10 @@ SRC's symbols as its first ids and the ones SRC lacks after them (:mod:`myxtts.d
 The run grows every table sized by the vocabulary (the text encoder's embedding): SRC's rows are
 copied bit for bit, and each new symbol's row starts as that of its nearest symbol SRC knows
 (:func:`myxtts.text.nearest_known`: ``é`` starts as ``e``), else as the mean of SRC's symbol
-rows (:func:`grow`).
+rows (:func:`grow`). The language table grows the same way (:func:`languages_spoken`,
+:func:`grow_languages`): SRC's languages keep their rows, a language it never spoke is appended,
+starting as the mean of SRC's rows (zero where SRC spoke one language and had no table, so that
+the languages it knew are read exactly as before at the first step).
 
 The run records the origin of its weights, ``{path, step, sha256, voices}`` of SRC's model file,
 in its plan (``Plan.init_from``: plan.json, every checkpoint, the run header, summary.json). Its
@@ -47,7 +50,7 @@ from myxtts.config import AudioConfig, Config, apply_overrides, from_dict, parse
 from myxtts.data.cache import Cache
 from myxtts.data.format import sha256
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import describe, trained_voices
+from myxtts.models.checkpoint import describe, spoken_languages, trained_voices
 from myxtts.rundir import RunDir, choose_weights
 from myxtts.text import PAD_ID, nearest_known
 
@@ -71,6 +74,7 @@ class Source:
     cfg: Config              # the settings it was trained with
     vocab: list[str]         # its symbols (ids are positions)
     voices: list[str] | None = None  # the voices its weights heard, where its file lists them
+    languages: list[str] = dataclasses.field(default_factory=list)  # those it speaks, its table's order
 
     @cached_property
     def sha256(self) -> str:
@@ -78,7 +82,7 @@ class Source:
 
     def record(self) -> dict:
         """What the new run's plan keeps: where its weights came from."""
-        out = {"path": str(self.path), "step": self.step, "sha256": self.sha256}
+        out = {"path": str(self.path), "step": self.step, "sha256": self.sha256, "languages": list(self.languages)}
         return out if self.voices is None else {**out, "voices": list(self.voices)}
 
 
@@ -87,6 +91,13 @@ def voices_heard(init_from: dict | None, cache) -> list[str]:
     records them), then the cache's training voices it adds."""
     base = list((init_from or {}).get("voices") or [])
     return base + [v for v in cache.voices("train") if v not in base]
+
+
+def languages_spoken(init_from: dict | None, cache) -> list[str]:
+    """The language table of a run's model: the languages of the weights it starts from (as its
+    plan records them), in their order, then those of the cache they lack."""
+    base = list((init_from or {}).get("languages") or [])
+    return base + [lang for lang in cache.languages if lang not in base]
 
 
 def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
@@ -109,7 +120,8 @@ def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
     cfg, vocab, meta = describe(file)
     if stage is not None and meta["kind"] != stage:
         raise UserError(f"{flag} {file}: holds {meta['kind']} weights; {flag} takes {stage} weights")
-    return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta))
+    languages = spoken_languages(meta, cfg) if meta["kind"] == "acoustic" else []
+    return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta), languages)
 
 
 def configure(cfg: Config, trained: Config, where, overrides: list[str], section: str) -> tuple[Config, str]:
@@ -189,6 +201,7 @@ def load(run, src: Source) -> None:
     own = run.model.state_dict()
     state = grow(load_file(str(src.path), device=str(run.device)), own, src.vocab,
                  run.cache.vocab.symbols)
+    state = grow_languages(state, own, len(src.languages))
     missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or unexpected:
         raise UserError(f"--init-from {src.path}: its weights do not fit this model ("
@@ -222,6 +235,20 @@ def grow(state: dict, own: dict, old: list[str], new: list[str]) -> dict:
             extra = torch.stack([t[rows].mean(0) for rows in sources])  # (n_new, *row)
             grown[name] = torch.cat([t, extra.to(t.dtype)])  # (len(new), *row)
     return grown
+
+
+def grow_languages(state: dict, own: dict, known: int) -> dict:
+    """SRC's ``state`` with the language table of ``own`` (the model built for SRC's ``known``
+    languages and the cache's new ones after them): SRC's rows as they are, or zeros where SRC
+    spoke one language and so had no table (its text was read with nothing added); each new
+    language's row the mean of those."""
+    name = "text_encoder.language.weight"
+    if name not in own or own[name].shape[0] == known:
+        return state  # no table, or no new language: load checks the shapes
+    table = own[name]
+    old = state.get(name, torch.zeros(known, table.shape[1], dtype=table.dtype, device=table.device))  # (known, d)
+    extra = old.mean(0, keepdim=True).expand(table.shape[0] - known, -1)  # (new, d)
+    return {**state, name: torch.cat([old, extra.to(old.dtype)])}  # (known + new, d)
 
 
 def describe_origin(init_from: dict) -> str:

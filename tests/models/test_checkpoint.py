@@ -239,3 +239,25 @@ def test_a_vocoder_from_before_the_magnitude_prior_speaks_as_it_did(tmp_path, ve
     on = build_generator(tiny())
     _, on_cfg, _, _ = load_model(save_model(tmp_path / "new.safetensors", on, tiny(), SYMBOLS, kind="vocoder"))
     assert on_cfg.vocoder.magnitude_prior
+
+
+def test_a_file_from_before_languages_speaks_its_one_language_as_it_did(tmp_path):
+    """Format-6 files name no languages: the model reads its ``text.language`` alone, has no
+    language table, and computes what it did; a model of several writes its table's order."""
+    cfg = tiny("model.prenet_dropout=0", "text.language=fa")
+    model = _model(cfg).eval()
+    path = save_model(tmp_path / "m.safetensors", model, cfg, SYMBOLS)
+    with safe_open(str(path), "pt") as f:
+        meta = {k: v for k, v in f.metadata().items() if k != "languages"}
+    save_file(load_file(str(path)), str(tmp_path / "old.safetensors"), metadata={**meta, "format_version": "6"})
+    old, _, _, _ = load_model(tmp_path / "old.safetensors")
+    assert old.languages == ("fa",) and old.text_encoder.language is None
+    tokens, lens = torch.tensor([[3, 4, 5, 1]]), torch.tensor([4])  # (1, 4)
+    assert torch.equal(old.text_encoder(tokens, lens)[0], model.text_encoder(tokens, lens)[0])
+
+    two = XTTS(cfg.model, len(SYMBOLS), cfg.audio.n_mels, ("en-us", "fa"))
+    loaded, _, _, meta = load_model(save_model(tmp_path / "two.safetensors", two, cfg, SYMBOLS))
+    assert json.loads(meta["languages"]) == ["en-us", "fa"] and loaded.languages == ("en-us", "fa")
+    assert torch.equal(loaded.text_encoder.language.weight, two.text_encoder.language.weight)
+    with pytest.raises(ValueError, match="several languages"):
+        loaded.text_encoder(tokens, lens)  # a sentence without its language cannot be read

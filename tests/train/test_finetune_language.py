@@ -1,6 +1,8 @@
 """A trained model taught a new language (`prepare --language CODE --match RUN`, then `train
---init-from RUN`): its symbols keep their ids and rows, the new language's are appended, and a
-corpus in the model's own language still reads unknown symbols as known ones."""
+--init-from RUN`): its symbols keep their ids and rows, the new language's are appended, its
+language table grows with the old language read exactly as before, and a corpus in the model's
+own language still reads unknown symbols as known ones. A model trained on two languages at once
+speaks each."""
 import json
 import shutil
 from pathlib import Path
@@ -14,15 +16,17 @@ from myxtts.config import load
 from myxtts.data.cache import Cache
 from myxtts.data.format import with_cache_settings
 from myxtts.errors import UserError
-from myxtts.models.checkpoint import build_model, describe, save_model
+from myxtts.infer import Synthesizer
+from myxtts.models.checkpoint import build_model, describe, load_model, read_metadata, save_model
 from myxtts.text import TextProcessor, nearest_known
 from myxtts.train import finetune
-from myxtts.train.build import build_run
+from myxtts.train.build import build_run, resolve_plan
 from myxtts.train.trainer import train
 
 from .conftest import FAST, LJ, losses, run_train
 
 EMBED = "text_encoder.embed.weight"  # the one table sized by the vocabulary
+LANGUAGES = "text_encoder.language.weight"  # the language table, in a model of several
 PERSIAN = ["کتاب‌ها روی میز است.", "امروز هوا خیلی خوب است.", "ما ۳ کتاب خریدیم."]
 
 
@@ -61,12 +65,21 @@ def test_a_new_language_appends_its_symbols_and_keeps_the_models_rows_bit_for_bi
     # Before any step: SRC's weights, its symbols' rows bit for bit, one row per new symbol.
     cfg = with_cache_settings(finetune.configure(load("tiny", FAST), src.cfg, src.path, FAST,
                                                  "model")[0], cache, set())[0]
-    run = build_run(cfg, cache, with_batches=False)
+    run = build_run(cfg, cache, plan=resolve_plan(cfg, cache, init_from=src.record()), with_batches=False)
     finetune.load(run, src)
     after, before = run.model.state_dict(), load_file(str(src.path))
     assert after[EMBED].shape == (len(c.vocab), before[EMBED].shape[1])
     assert torch.equal(after[EMBED][:n], before[EMBED])
     assert all(torch.equal(after[k], before[k]) for k in before if k != EMBED)
+    # The language table: English (SRC's one language, which had none) and Persian, both rows
+    # zero, so English text is encoded exactly as SRC encodes it.
+    assert LANGUAGES not in before and run.model.languages == ("en-us", "fa")
+    assert torch.equal(after[LANGUAGES], torch.zeros(2, before[EMBED].shape[1]))
+    old = load_model(src.path)[0]
+    tokens, lens = torch.tensor([list(range(1, 12))]), torch.tensor([11])  # (1, 11) of SRC's ids
+    run.model.eval()
+    assert torch.equal(run.model.text_encoder(tokens, lens, torch.tensor([0]))[0],
+                       old.text_encoder(tokens, lens)[0])
     mean, known = before[EMBED][1:].mean(0), set(src.vocab[1:])
     plain = [i for i, s in enumerate(c.vocab.symbols[n:], n) if not nearest_known(s, known)]
     assert plain and all(torch.equal(after[EMBED][i], mean) for i in plain)  # no base letter
@@ -75,8 +88,33 @@ def test_a_new_language_appends_its_symbols_and_keeps_the_models_rows_bit_for_bi
     r = run_train(cache, out, "--init-from", str(english), "train.max_steps=2")
     assert r.returncode == 0, r.stderr
     assert sorted(losses(out)) == [1, 2] and all(v == v for v in losses(out).values())
-    model_cfg, vocab, _ = describe(out / "checkpoints" / "step-00000002" / "model.safetensors")
+    model_cfg, vocab, meta = describe(out / "checkpoints" / "step-00000002" / "model.safetensors")
     assert vocab == c.vocab.symbols and model_cfg.text.language == "fa"
+    assert json.loads(meta["languages"]) == ["en-us", "fa"]  # SRC's, then the new one
+    synth = Synthesizer(out, log=lambda *_: None)
+    assert synth.languages == ["fa", "en-us"]  # its own (text.language) first
+
+
+def test_a_model_trained_on_two_languages_speaks_each_through_its_language_table(tmp_path):
+    """English and Persian rows in one corpus: the model has a table of both, the batches carry
+    each sentence's language, and the same ids read as the other language sound different."""
+    rows = ["The birch canoe slid on the smooth planks.", "Glue the sheet to the dark blue background.",
+            *[f"{t}|{t}|speaker|fa" for t in PERSIAN[:2]]]
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    assert main(["prepare", str(_corpus(tmp_path / "mixed", rows)), "--out", str(cache), "--workers", "1"]) == 0
+    assert Cache(cache).languages == ["en-us", "fa"]
+    r = run_train(cache, out, "train.max_steps=2")
+    assert r.returncode == 0, r.stderr
+    model = out / "checkpoints" / "step-00000002" / "model.safetensors"
+    assert json.loads(read_metadata(model)["languages"]) == ["en-us", "fa"]
+    assert load_file(str(model))[LANGUAGES].shape == (2, 64)
+    synth = Synthesizer(out, log=lambda *_: None)
+    assert synth.languages == ["en-us", "fa"]
+    ids = synth.encode("the birch canoe.")
+    en, fa = (synth.speak_ids([ids], None, language=code)[0].mel for code in ("en-us", "fa"))
+    assert not torch.equal(en, fa)  # the language row is read
+    with pytest.raises(UserError, match="speaks en-us, fa only"):
+        synth.speak_ids([ids], None, language="de")
 
 
 def test_the_models_own_language_still_reads_a_symbol_it_lacks_as_its_nearest(lj_cache, tmp_path):
