@@ -222,8 +222,8 @@ def test_eval_hears_a_persian_cache_with_the_multilingual_recogniser_and_scores_
     printed = capsys.readouterr().out
     report = json.loads((tmp_path / "eval" / "eval.json").read_text(encoding="utf-8"))
     assert report["languages"] == ["fa"] and list(report["asr"]) == ["fa"]  # English's model not asked for
-    assert report["asr"]["fa"].endswith("whisper-base (beam 5, language fa)")
-    assert "speech recogniser, fa" in printed and "whisper-base (beam 5, language fa)" in printed
+    assert report["asr"]["fa"].endswith("whisper-base (beam 5, no retries, language fa)")
+    assert "speech recogniser, fa" in printed and "whisper-base (beam 5, no retries, language fa)" in printed
     (row,) = report["per_sentence"]
     text, heard = row["text"], row["transcript_ground_truth"]
     assert "\u200c" in text and any("\u0600" <= c <= "\u06ff" for c in heard)  # heard in Persian letters
