@@ -14,7 +14,8 @@
 
 So the same folder is the same voice in ``serve``, ``synthesize`` and an export, and a loaded
 run lists the same voices for each (:meth:`myxtts.infer.Synthesizer.voices`), one of which
-``synthesize --voice NAME`` names (:func:`named`).
+``synthesize --voice NAME`` names (:func:`named`). A cache's speaker speaks, unless asked otherwise,
+the language its clips were read in (:func:`default_language`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Voice:
     name: str
     source: str  # where it came from, said in listings and logs
     reference: speak.Reference
+    language: str | None = None  # what its clips were read in (a cache's speaker); None: not known
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -94,8 +96,16 @@ def cache_voices(cache, cfg) -> list[Voice]:
     docstring), in speaker order."""
     heard = set(cache.voices("train"))
     return [Voice(cache.speakers[s], TRAINING_SPEAKER if cache.speakers[s] in heard else HELD_OUT_SPEAKER,
-                  speak.reference_from_cache(cache, i, cfg))
+                  speak.reference_from_cache(cache, i, cfg), cache.language(i))
             for s, i in sorted(cache.first_of_each_speaker().items())]
+
+
+def default_language(voice, languages: list[str]) -> str:
+    """The language ``voice`` speaks when none is asked for: the one its clips were read in where
+    the model speaks it (a Persian speaker of a model of English and Persian speaks Persian), else
+    the model's own, the first of ``languages``."""
+    own = getattr(voice, "language", None)
+    return own if own in languages else languages[0]
 
 
 def neutral(cfg) -> Voice:

@@ -51,14 +51,14 @@ def test_the_same_folder_is_the_same_voice_in_serve_synthesize_and_export(tmp_pa
     assert torch.equal(served.reference.mel, synthesized.mel)
 
 
-def test_a_cache_gives_each_speaker_its_first_utterance_a_held_out_voice_said(tmp_path):
+def test_a_cache_gives_each_speaker_its_first_utterance_and_language_a_held_out_voice_said(tmp_path):
     corpus = tmp_path / "corpus"
     shutil.copytree(ROOT / "tests" / "fixtures" / "ljspeech", corpus)
     rows = (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines()
     ids = [r.split("|")[0] for r in rows]
     # the last two clips as another speaker, held out whole
     cols = [(r.split("|") + [""] * 3)[:3] for r in rows]
-    (corpus / "metadata.csv").write_text("".join("|".join(c + ["other" if k >= len(ids) - 2 else "lj"]) + "\n"
+    (corpus / "metadata.csv").write_text("".join("|".join(c + (["other", "de"] if k >= len(ids) - 2 else ["lj"])) + "\n"
                                                  for k, c in enumerate(cols)), encoding="utf-8")
     (corpus / "val.txt").write_text(f"{ids[1]}\n{ids[-2]}\n{ids[-1]}\n")
     cfg = load("tiny")
@@ -71,3 +71,4 @@ def test_a_cache_gives_each_speaker_its_first_utterance_a_held_out_voice_said(tm
         assert np.array_equal(v.reference.mel.numpy(), np.asarray(cache.mel(i), np.float32)[:v.reference.frames])
         assert v.source == (TRAINING_SPEAKER if cache.speakers[s] in cache.voices("train") else HELD_OUT_SPEAKER)
     assert sorted(v.source for v in voices.values()) == sorted([TRAINING_SPEAKER, HELD_OUT_SPEAKER])
+    assert (voices["lj"].language, voices["other"].language) == ("en-us", "de")  # what its clips were read in

@@ -10,6 +10,7 @@ from pathlib import Path
 from myxtts.commands.common import EXIT_OK, add_checkpoint, add_command, add_seed_device, err
 from myxtts.errors import UserError
 from myxtts.infer import Synthesizer
+from myxtts.voice import default_language
 
 
 def add_parser(sub) -> None:
@@ -30,7 +31,8 @@ def add_parser(sub) -> None:
                    help="print the names of the run's voices, one a line, in the order `serve` lists them, and stop")
     p.add_argument("--language", metavar="CODE",
                    help="the language of the text, an espeak-ng code the model speaks "
-                        "(default: the model's own, its text.language)")
+                        "(default: the one --voice's clips were read in, where the model speaks it, "
+                        "else the model's own)")
     p.add_argument("--out", metavar="OUT.wav|DIR",
                    help="output file for one sentence, or directory (default: synthesized.wav "
                         "or synthesized/)")
@@ -68,8 +70,8 @@ def run(args) -> int:
         raise UserError("--batch-size must be at least 1")
     t0 = time.perf_counter()
     synth = Synthesizer(args.checkpoint, args.vocoder, args.device, log=err, step=args.step)
-    language = synth.language(args.language)
     voice = synth.voice(args.voice) if args.voice is not None else args.reference
+    language = synth.language(args.language) if args.language else default_language(voice, synth.languages)
     results = synth.synthesize_to_file(texts, args.out, voice, args.seed, args.batch_size, language)
     for res in results:
         print(f"{res.path}  {res.seconds:.2f} s")

@@ -42,7 +42,7 @@ from myxtts.data.manifest import PSEUDO
 from myxtts.data.symbols import Match, text_pass
 from myxtts.data.workers import hold_stop_signals, ignore_stop_signals
 from myxtts.errors import UserError
-from myxtts.files import remove_stale_temporaries, write_json
+from myxtts.files import remove_stale_temporaries, user_cache, write_json
 from myxtts.text import EOS_ID, TextProcessor
 
 DEFAULT_CHUNK = 256
@@ -382,7 +382,7 @@ def demo_cache(cfg: Config) -> Path:
     if not (DEMO_CORPUS / "metadata.csv").is_file():
         raise UserError(f"{DEMO_CORPUS}: demo corpus not found; pass --data CACHE")
     key = hashlib.sha256(json.dumps(settings_of(cfg), sort_keys=True).encode()).hexdigest()[:12]
-    out = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "myxtts" / "bench" / f"demo-{key}"
+    out = user_cache("myxtts", "bench", f"demo-{key}")
     if not CacheDir(out).meta.is_file():
         print(f"preparing the demo corpus into {out} (once)")
         prepare(DEMO_CORPUS, out, cfg, workers=os.cpu_count() or 1, progress=False)

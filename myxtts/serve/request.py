@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from myxtts.serve import encode
 from myxtts.serve.schemas import APIError
+from myxtts.voice import default_language
 
 MAX_INPUT = 4096
 SPEED_RANGE = (0.25, 4.0)
@@ -116,7 +117,7 @@ def check(req: SpeechRequest, voices, languages: list[str], decoder: str = "dura
         raise BadRequest("this model takes no instructions", "instructions", "unsupported_value")
     if req.word_timestamps and sse:
         raise BadRequest("stream_format sse sends the words as events already", "word_timestamps")
-    language = languages[0] if req.language is None else req.language
+    language = default_language(voices[voice], languages) if req.language is None else req.language
     if language not in languages:
         shown = language if len(language) <= 64 else "that language"
         raise BadRequest(f"language {shown!r}: this model speaks {', '.join(languages)} only", "language",

@@ -58,11 +58,12 @@ class VoiceInfo(BaseModel):
     name: str
     source: str  # training speaker, voices folder, uploaded, no reference...
     reference_seconds: float  # how much of its reference the model hears
+    language: str | None = None  # what it speaks unless a request names a language (a speaker's own)
 
     @classmethod
     def of(cls, voice, hop_seconds: float) -> VoiceInfo:
         seconds = round(voice.reference.frames * hop_seconds, 2)
-        return cls(name=voice.name, source=voice.source, reference_seconds=seconds)
+        return cls(name=voice.name, source=voice.source, reference_seconds=seconds, language=voice.language)
 
 
 class VoiceList(BaseModel):

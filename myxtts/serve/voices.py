@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from myxtts import speak
@@ -49,5 +50,5 @@ def load_voices(synth, data: Path | None, folder: Path | None) -> Voices:
     """The voices of the run ``synth`` (:meth:`myxtts.infer.Synthesizer.voices`: cache speakers,
     the folders of ``folder``, ``neutral``), each with its conditioning latents computed once
     (:func:`myxtts.speak.with_latents`)."""
-    return Voices([Voice(v.name, v.source, speak.with_latents(synth.model, v.reference))
+    return Voices([dataclasses.replace(v, reference=speak.with_latents(synth.model, v.reference))
                    for v in synth.voices(data, folder)])

@@ -26,6 +26,7 @@ from myxtts.errors import UserError
 from myxtts.serve import encode
 from myxtts.serve.engine import Busy, Engine
 from myxtts.serve.voices import NEUTRAL
+from myxtts.voice import default_language
 
 ATTRIBUTION = Attribution(name="MyXTTS", url="")  # a model trained by its user: nobody else to name
 
@@ -75,9 +76,10 @@ class Handler(AsyncEventHandler):
 
     def _language(self, v) -> str | None:
         """The model's code for the language a request's voice names (``en-US``, ``en_us`` or
-        ``en-us``), None where it names none; an error naming the languages the model has."""
+        ``en-us``), where it names none the voice's own (:func:`myxtts.voice.default_language`);
+        an error naming the languages the model has."""
         if v is None or not v.language:
-            return None
+            return default_language(self._voice(v), self.languages)
         asked = v.language.lower().replace("_", "-")
         for code in self.languages:
             if code.lower() == asked:

@@ -35,7 +35,7 @@ import torch
 
 from myxtts.data.sampler import shape_plans
 from myxtts.errors import UserError
-from myxtts.files import atomic_write
+from myxtts.files import atomic_write, user_cache
 from myxtts.train.batches import BucketBatches
 from myxtts.train.precision import sync
 from myxtts.train.symbolic import keep_shapes_symbolic, lookup
@@ -198,8 +198,7 @@ def cache_dir(setting: str = "") -> Path:
         return Path(setting).expanduser()
     if os.environ.get("MYXTTS_COMPILE_CACHE"):
         return Path(os.environ["MYXTTS_COMPILE_CACHE"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "myxtts" / "compile"
+    return user_cache("myxtts", "compile")
 
 
 def use_cache(setting: str = "") -> Path:

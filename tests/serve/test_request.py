@@ -60,3 +60,21 @@ def test_a_language_the_model_lacks_names_the_ones_it_has():
     with pytest.raises(BadRequest) as e:
         parse(body, _Voices(), ["en-us", "de"])
     assert str(e.value) == "language 'fa': this model speaks en-us, de only" and e.value.param == "language"
+
+
+def test_a_voice_speaks_its_own_language_unless_the_request_names_one():
+    """A speaker of a model of English and Persian: Persian, the language its clips were read in,
+    unasked; the model's own for a voice of no known language or of one the model lacks."""
+    from myxtts.voice import Voice
+
+    class Voices(_Voices):
+        names = ["neutral", "fa-spk1", "de-spk1"]
+
+        def __getitem__(self, name):
+            return Voice(name, "training speaker", None, {"neutral": None, "fa-spk1": "fa", "de-spk1": "de"}[name])
+
+    both = ["en-us", "fa"]
+    for voice, spoken in (("fa-spk1", "fa"), ("neutral", "en-us"), ("de-spk1", "en-us")):
+        assert parse(json.dumps({"input": "Hi.", "voice": voice}).encode(), Voices(), both).language == spoken
+    asked = parse(json.dumps({"input": "Hi.", "voice": "fa-spk1", "language": "en-us"}).encode(), Voices(), both)
+    assert asked.language == "en-us"
