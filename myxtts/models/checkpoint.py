@@ -194,7 +194,6 @@ def load_model(path, device="cpu"):
     meta: as :func:`describe` gives it."""
     path = Path(path)
     cfg, vocab, meta = describe(path)
-    languages = spoken_languages(meta, cfg) if meta["kind"] == "acoustic" else ()
-    model = build_model(meta["kind"], cfg, len(vocab), languages)
+    model = build_model(meta["kind"], cfg, len(vocab), spoken_languages(meta, cfg))
     _load_state(model, path, device)
     return model.to(device).eval(), cfg, vocab, meta

@@ -120,8 +120,7 @@ def find(path, stage: str | None = None, flag: str = "--init-from") -> Source:
     cfg, vocab, meta = describe(file)
     if stage is not None and meta["kind"] != stage:
         raise UserError(f"{flag} {file}: holds {meta['kind']} weights; {flag} takes {stage} weights")
-    languages = spoken_languages(meta, cfg) if meta["kind"] == "acoustic" else []
-    return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta), languages)
+    return Source(file, meta["kind"], meta["step"], cfg, vocab, trained_voices(meta), spoken_languages(meta, cfg))
 
 
 def configure(cfg: Config, trained: Config, where, overrides: list[str], section: str) -> tuple[Config, str]:

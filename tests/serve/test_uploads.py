@@ -106,7 +106,8 @@ def test_an_uploaded_voice_is_listed_speaks_and_survives_a_restart(served, tmp_p
     # the filename the client sends is never a path the server writes to
     r = upload(served, name="uploaded-mp3", data=clip(3.0, fmt="MP3"), filename="../../outside.mp3")
     assert r.status_code == 201, r.text
-    assert r.json() == {"name": "uploaded-mp3", "source": "uploaded", "reference_seconds": pytest.approx(3.0, abs=0.1)}
+    assert r.json() == {"name": "uploaded-mp3", "source": "uploaded", "reference_seconds": pytest.approx(3.0, abs=0.1),
+                        "language": None}
     assert sorted(p.name for p in (served.voices / "uploaded-mp3").iterdir()) == ["clip.mp3"]
     assert not (served.run.parent / "outside.mp3").exists()
     assert_listed_and_speaks(served, "uploaded-mp3")

@@ -46,7 +46,8 @@ def test_a_fine_tuning_run_has_its_own_optimizer_and_plan_and_resumes_without_th
     src = tmp_path / "src"
     shutil.copytree(source, src)
     weights = src / "best" / "model.safetensors"  # a run folder gives its best weights
-    origin = {"path": str(weights.resolve()), "step": 2, "sha256": sha256(weights), "voices": ["speaker"]}
+    origin = {"path": str(weights.resolve()), "step": 2, "sha256": sha256(weights), "languages": ["en-us"],
+              "voices": ["speaker"]}
     asked = ["--init-from", src, "train.max_steps=6", "train.warmup_steps=4", "train.checkpoint_every=2"]
     whole = tmp_path / "whole"
     r = run_train(lj_cache, whole, *asked)
